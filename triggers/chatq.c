@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "loop.h"
 #include "triggers/chatq.h"
 #include "util.h"
@@ -209,4 +211,36 @@ chatq_run_end(struct chatq *q)
 		loop_timer_cancel(q->typing_timer);
 		q->typing_timer = NULL;
 	}
+}
+
+int
+chatq_meta_target(const char *meta, const char *chat_key, chatq_id_fn id,
+    char chat[CHATQ_ID_MAX], char msg[CHATQ_ID_MAX])
+{
+	const cJSON *c, *m;
+	cJSON *root;
+	int rc = -1;
+
+	if (meta == NULL || (root = cJSON_Parse(meta)) == NULL)
+		return -1;
+	c = cJSON_GetObjectItemCaseSensitive(root, chat_key);
+	m = cJSON_GetObjectItemCaseSensitive(root, "message_id");
+	if (cJSON_IsString(c) && cJSON_IsString(m) &&
+	    id(c->valuestring, chat, CHATQ_ID_MAX) == 0 &&
+	    id(m->valuestring, msg, CHATQ_ID_MAX) == 0)
+		rc = 0;
+	cJSON_Delete(root);
+	return rc;
+}
+
+void
+chatq_answer_parts(const struct run_outcome *o, chatq_split_fn split,
+    size_t max, size_t max_parts, struct strlist *parts)
+{
+	if (strcmp(o->status, "ok") == 0)
+		split(o->reply != NULL ? o->reply : "", max, max_parts, parts);
+	else
+		strlist_add(parts, trig_error_note(o->status));
+	if (parts->n == 0)
+		strlist_add(parts, "(The agent finished without a reply.)");
 }

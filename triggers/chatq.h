@@ -11,6 +11,8 @@
 #include <stddef.h>
 
 #include "http.h"
+#include "trigger.h"
+#include "util.h"
 
 #define CHATQ_ID_MAX	24	/* Telegram chat ids, Discord snowflakes */
 
@@ -87,5 +89,21 @@ void chatq_gc(struct chatq *);
 /* Free every entry, cancelling its calls and timers; returns the messages
  * that were never sent. */
 size_t chatq_free_all(struct chatq_table *);
+
+/* Check and copy one id as the trigger's API spells it (0: ok). */
+typedef int (*chatq_id_fn)(const char *in, char *out, size_t outlen);
+/* The chat and the message a run answers, from the meta its trigger
+ * journaled: {"<chat_key>": "...", "message_id": "..."}. -1 when either is
+ * missing or fails id. */
+int chatq_meta_target(const char *meta, const char *chat_key, chatq_id_fn id,
+    char chat[CHATQ_ID_MAX], char msg[CHATQ_ID_MAX]);
+
+/* Cut text into at most max_parts messages of at most max each. */
+typedef void (*chatq_split_fn)(const char *text, size_t max,
+    size_t max_parts, struct strlist *out);
+/* The messages that answer run o: its reply cut by split, or the note on
+ * how it failed; never none. */
+void chatq_answer_parts(const struct run_outcome *o, chatq_split_fn split,
+    size_t max, size_t max_parts, struct strlist *parts);
 
 #endif

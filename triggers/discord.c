@@ -1449,29 +1449,6 @@ on_message(const struct dc_message *m)
 	chatq_run_begin(c);
 }
 
-/* Where the answer goes, from the meta attached at submit; -1 when the
- * meta is not ours (a journal written by another version, say). */
-static int
-meta_target(const char *meta, char *chan, char *msg)
-{
-	const cJSON *c, *m;
-	cJSON *root;
-	int rc = -1;
-
-	if (meta == NULL || (root = cJSON_Parse(meta)) == NULL)
-		return -1;
-	c = cJSON_GetObjectItemCaseSensitive(root, "channel_id");
-	m = cJSON_GetObjectItemCaseSensitive(root, "message_id");
-	if (cJSON_IsString(c) && cJSON_IsString(m) &&
-	    dc_snowflake_ok(c->valuestring) && dc_snowflake_ok(m->valuestring)) {
-		snprintf(chan, DC_ID_MAX, "%s", c->valuestring);
-		snprintf(msg, DC_ID_MAX, "%s", m->valuestring);
-		rc = 0;
-	}
-	cJSON_Delete(root);
-	return rc;
-}
-
 static void
 dc_deliver(const struct run_outcome *o)
 {
@@ -1479,19 +1456,17 @@ dc_deliver(const struct run_outcome *o)
 	struct strlist parts = { 0 };
 	struct chatq *c;
 
-	if (dc.cfg == NULL || meta_target(o->meta, chan, msg) == -1) {
+	/* The meta is attached at submit; one that is not ours (a journal
+	 * written by another version, say) has nowhere to go. */
+	if (dc.cfg == NULL || chatq_meta_target(o->meta, "channel_id",
+	    dc_id_copy, chan, msg) == -1) {
 		log_warnx("discord: run %s has no channel to answer", o->run_id);
 		return;
 	}
 	c = chatq_find(&dc.chans, chan, 1);
 	chatq_run_end(c);
-	if (strcmp(o->status, "ok") == 0)
-		dc_split(o->reply != NULL ? o->reply : "", DC_TEXT_MAX_CHARS,
-		    DC_MAX_PARTS, &parts);
-	else
-		strlist_add(&parts, trig_error_note(o->status));
-	if (parts.n == 0)
-		strlist_add(&parts, "(The agent finished without a reply.)");
+	chatq_answer_parts(o, dc_split, DC_TEXT_MAX_CHARS, DC_MAX_PARTS,
+	    &parts);
 	/* Only the first part quotes the message; the rest follow it. */
 	for (size_t i = 0; i < parts.n; i++)
 		send_text(c, parts.v[i], i == 0 ? msg : NULL);

@@ -84,6 +84,8 @@ void dc_frame_free(struct dc_frame *);
 
 /* 1 for a snowflake: 1 to 20 decimal digits. */
 int dc_snowflake_ok(const char *);
+/* Copy a snowflake into out (0), or -1 when s is not one or does not fit. */
+int dc_id_copy(const char *s, char *out, size_t outlen);
 
 /* The payloads af sends; the caller frees them. The token goes only here,
  * never into a log line. */

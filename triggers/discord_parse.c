@@ -36,16 +36,23 @@ dc_snowflake_ok(const char *s)
 	return n >= 1 && n <= 20 && strspn(s, "0123456789") == n;
 }
 
+int
+dc_id_copy(const char *s, char *out, size_t outlen)
+{
+	if (!dc_snowflake_ok(s) || strlen(s) >= outlen)
+		return -1;
+	memcpy(out, s, strlen(s) + 1);
+	return 0;
+}
+
 /* Copy a snowflake field; -1 when absent or not a snowflake string. */
 static int
 get_id(const cJSON *o, const char *name, char *out)
 {
 	const cJSON *v = get(o, name);
 
-	if (!cJSON_IsString(v) || !dc_snowflake_ok(v->valuestring))
-		return -1;
-	snprintf(out, DC_ID_MAX, "%s", v->valuestring);
-	return 0;
+	return cJSON_IsString(v) ? dc_id_copy(v->valuestring, out, DC_ID_MAX) :
+	    -1;
 }
 
 /* A string that must fit whole: -1 when absent, empty or too long. */

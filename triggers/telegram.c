@@ -371,6 +371,25 @@ me_parse(const char *json, size_t len, struct tg_reply *rep, char *out,
 	return rc;
 }
 
+/* The common start of a getMe or getUpdates answer: -1 when it is not to be
+ * read (the trigger stopped, or no body came back: that failure is handled
+ * here), else rep is ready for the parser. */
+static int
+poll_answer(const char *method, const struct http_response *resp,
+    struct tg_reply *rep)
+{
+	tg.poll = NULL;
+	if (tg.stopped)
+		return -1;
+	memset(rep, 0, sizeof(*rep));
+	rep->retry_after = -1;
+	if (resp->status == 0 || resp->body.data == NULL) {
+		poll_failed(method, resp, rep);
+		return -1;
+	}
+	return 0;
+}
+
 /* getMe fails the way getUpdates does, and is retried the same way: a bad
  * token is "down", anything else backs off and asks again. */
 static void
@@ -379,15 +398,8 @@ me_done(struct http_response *resp, void *arg)
 	struct tg_reply rep;
 	char name[TG_USERNAME_MAX + 1];
 
-	tg.poll = NULL;
-	if (tg.stopped)
+	if (poll_answer("getMe", resp, &rep) == -1)
 		return;
-	memset(&rep, 0, sizeof(rep));
-	rep.retry_after = -1;
-	if (resp->status == 0 || resp->body.data == NULL) {
-		poll_failed("getMe", resp, &rep);
-		return;
-	}
 	if (me_parse(resp->body.data, resp->body.len, &rep, name,
 	    sizeof(name)) == -1) {
 		if (resp->status == 200 && rep.parsed && rep.ok)
@@ -639,15 +651,8 @@ tg_poll_done(struct http_response *resp, void *arg)
 	enum tg_step st;
 	int64_t before;
 
-	tg.poll = NULL;
-	if (tg.stopped)
+	if (poll_answer("getUpdates", resp, &rep) == -1)
 		return;
-	memset(&rep, 0, sizeof(rep));
-	rep.retry_after = -1;
-	if (resp->status == 0 || resp->body.data == NULL) {
-		poll_failed("getUpdates", resp, &rep);
-		return;
-	}
 	if (tg_parse_updates(resp->body.data, resp->body.len, TG_MAX_UPDATES,
 	    &rep, &v, &n) == -1) {
 		if (resp->status == 200 && resp->truncated) {
@@ -787,27 +792,6 @@ static const struct chatq_def tg_chatq = {
 	.typing_done = typing_done,
 };
 
-/* Where the answer goes, from the meta attached at submit; -1 when the meta
- * is not ours (a journal written by another version, say). */
-static int
-meta_target(const char *meta, char *chat, char *msg)
-{
-	const cJSON *c, *m;
-	cJSON *root;
-	int rc = -1;
-
-	if (meta == NULL || (root = cJSON_Parse(meta)) == NULL)
-		return -1;
-	c = cJSON_GetObjectItemCaseSensitive(root, "chat_id");
-	m = cJSON_GetObjectItemCaseSensitive(root, "message_id");
-	if (cJSON_IsString(c) && cJSON_IsString(m) &&
-	    tg_id_canon(c->valuestring, chat, TG_ID_MAX) == 0 &&
-	    tg_id_canon(m->valuestring, msg, TG_ID_MAX) == 0)
-		rc = 0;
-	cJSON_Delete(root);
-	return rc;
-}
-
 static void
 tg_deliver(const struct run_outcome *o)
 {
@@ -815,19 +799,17 @@ tg_deliver(const struct run_outcome *o)
 	struct strlist parts = { 0 };
 	struct chatq *c;
 
-	if (tg.cfg == NULL || meta_target(o->meta, chat, msg) == -1) {
+	/* The meta is attached at submit; one that is not ours (a journal
+	 * written by another version, say) has nowhere to go. */
+	if (tg.cfg == NULL || chatq_meta_target(o->meta, "chat_id",
+	    tg_id_canon, chat, msg) == -1) {
 		log_warnx("telegram: run %s has no chat to answer", o->run_id);
 		return;
 	}
 	c = chatq_find(&tg.chats, chat, 1);
 	chatq_run_end(c);
-	if (strcmp(o->status, "ok") == 0)
-		tg_split(o->reply != NULL ? o->reply : "", TG_TEXT_MAX_UNITS,
-		    TG_MAX_PARTS, &parts);
-	else
-		strlist_add(&parts, trig_error_note(o->status));
-	if (parts.n == 0)
-		strlist_add(&parts, "(The agent finished without a reply.)");
+	chatq_answer_parts(o, tg_split, TG_TEXT_MAX_UNITS, TG_MAX_PARTS,
+	    &parts);
 	/* Only the first part quotes the message; the rest follow it. */
 	for (size_t i = 0; i < parts.n; i++)
 		send_text(c, parts.v[i], i == 0 ? msg : NULL);
@@ -859,7 +841,7 @@ journal_scan(const char *id, const char *trigger, const char *conv,
 	    && v < INT64_MAX && v + 1 > *next)
 		*next = v + 1;
 	cJSON_Delete(m);
-	if (meta_target(meta, chat, msg) == 0) {
+	if (chatq_meta_target(meta, "chat_id", tg_id_canon, chat, msg) == 0) {
 		c = chatq_find(&tg.chats, chat, 1);
 		chatq_run_begin(c);
 	}
