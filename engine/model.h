@@ -90,12 +90,18 @@ void model_error_text(const char *body, size_t len, char *out, size_t outlen);
 int model_check_content(const cJSON *content, char *err, size_t errlen);
 /* Mark a reply malformed ("malformed model reply: MSG"); returns -1. */
 int model_reply_malformed(struct model_reply *, const char *msg);
-/* The common end of both parsers: token counts from usage (absent counts 0),
- * model_check_content, and stop made consistent with the content. -1 with
- * reply->error and reply->content freed. */
 /* JSON that must fill all of s[0..len), bar whitespace: a reply with junk
  * after its object is not the reply we think it is. */
 cJSON *model_json_parse(const char *s, size_t len);
+/* The common start of both parsers: r emptied, then the body as a JSON
+ * object (the caller frees it), or NULL with r marked malformed. */
+cJSON *model_reply_begin(const char *body, size_t len, struct model_reply *r);
+/* An error the API put in a reply body: r->error says so; returns -1. */
+int model_reply_api_error(const char *body, size_t len,
+    struct model_reply *r);
+/* The common end of both parsers: token counts from usage (absent counts 0),
+ * model_check_content, and stop made consistent with the content. -1 with
+ * reply->error and reply->content freed. */
 int model_finish_reply(struct model_reply *, const cJSON *usage,
     const char *in_key, const char *out_key);
 

@@ -39,6 +39,36 @@ model_reply_malformed(struct model_reply *r, const char *msg)
 	return -1;
 }
 
+cJSON *
+model_reply_begin(const char *body, size_t len, struct model_reply *r)
+{
+	cJSON *root;
+
+	r->content = NULL;
+	r->in_tokens = r->out_tokens = 0;
+	snprintf(r->stop, sizeof(r->stop), "other");
+	if ((root = model_json_parse(body, len)) == NULL) {
+		model_reply_malformed(r, "not JSON");
+		return NULL;
+	}
+	if (!cJSON_IsObject(root)) {
+		model_reply_malformed(r, "not a JSON object");
+		cJSON_Delete(root);
+		return NULL;
+	}
+	return root;
+}
+
+int
+model_reply_api_error(const char *body, size_t len, struct model_reply *r)
+{
+	char msg[256];
+
+	model_error_text(body, len, msg, sizeof(msg));
+	snprintf(r->error, sizeof(r->error), "model error: %s", msg);
+	return -1;
+}
+
 /* A non-empty string no longer than MODEL_MAX_ID: the id comes back to the
  * API in the tool result, and an empty one cannot be matched. */
 static int
@@ -227,21 +257,11 @@ anthropic_parse(const char *body, size_t len, struct model_reply *r)
 	const cJSON *type, *content, *stop, *b;
 	int rc = -1;
 
-	r->content = NULL;
-	r->in_tokens = r->out_tokens = 0;
-	snprintf(r->stop, sizeof(r->stop), "other");
-	if ((root = model_json_parse(body, len)) == NULL)
-		return model_reply_malformed(r, "not JSON");
-	if (!cJSON_IsObject(root)) {
-		model_reply_malformed(r, "not a JSON object");
-		goto out;
-	}
+	if ((root = model_reply_begin(body, len, r)) == NULL)
+		return -1;
 	type = cJSON_GetObjectItemCaseSensitive(root, "type");
 	if (cJSON_IsString(type) && strcmp(type->valuestring, "error") == 0) {
-		char msg[256];
-
-		model_error_text(body, len, msg, sizeof(msg));
-		snprintf(r->error, sizeof(r->error), "model error: %s", msg);
+		model_reply_api_error(body, len, r);
 		goto out;
 	}
 	if (type != NULL && (!cJSON_IsString(type) ||

@@ -42,13 +42,35 @@ join_text(const cJSON *content, struct buf *out)
 	return 0;
 }
 
+/* The type of a neutral content block; a "text" block's text is joined to
+ * text first, a line apart from the one before. NULL: malformed. */
+static const char *
+block_type(const cJSON *b, struct buf *text, int *ntext)
+{
+	const cJSON *type, *v;
+
+	type = cJSON_GetObjectItemCaseSensitive(b, "type");
+	if (!cJSON_IsString(type))
+		return NULL;
+	if (strcmp(type->valuestring, "text") != 0)
+		return type->valuestring;
+	v = cJSON_GetObjectItemCaseSensitive(b, "text");
+	if (!cJSON_IsString(v))
+		return NULL;
+	if ((*ntext)++ > 0)
+		buf_addc(text, '\n');
+	buf_adds(text, v->valuestring);
+	return type->valuestring;
+}
+
 /* A user turn: its tool results first, as "tool" messages (they must follow
  * the assistant message that asked for them), then any text as a user
  * message. An error result says so in its text, since this wire has no flag. */
 static int
 user_turn(cJSON *out, const cJSON *content, char *err, size_t errlen)
 {
-	const cJSON *b, *type, *v;
+	const cJSON *b, *v;
+	const char *type;
 	struct buf text, res;
 	cJSON *msg;
 	int ntext = 0, rc = -1;
@@ -65,19 +87,11 @@ user_turn(cJSON *out, const cJSON *content, char *err, size_t errlen)
 		goto out;
 	}
 	cJSON_ArrayForEach(b, content) {
-		type = cJSON_GetObjectItemCaseSensitive(b, "type");
-		if (!cJSON_IsString(type))
+		if ((type = block_type(b, &text, &ntext)) == NULL)
 			goto bad;
-		if (strcmp(type->valuestring, "text") == 0) {
-			v = cJSON_GetObjectItemCaseSensitive(b, "text");
-			if (!cJSON_IsString(v))
-				goto bad;
-			if (ntext++ > 0)
-				buf_addc(&text, '\n');
-			buf_adds(&text, v->valuestring);
+		if (strcmp(type, "text") == 0)
 			continue;
-		}
-		if (strcmp(type->valuestring, "tool_result") != 0)
+		if (strcmp(type, "tool_result") != 0)
 			goto bad;
 		v = cJSON_GetObjectItemCaseSensitive(b, "tool_use_id");
 		if (!cJSON_IsString(v))
@@ -117,7 +131,8 @@ user_turn(cJSON *out, const cJSON *content, char *err, size_t errlen)
 static int
 assistant_turn(cJSON *out, const cJSON *content, char *err, size_t errlen)
 {
-	const cJSON *b, *type, *v;
+	const cJSON *b, *v;
+	const char *type;
 	cJSON *msg, *calls = NULL, *call, *fn;
 	struct buf text;
 	char *args;
@@ -132,19 +147,11 @@ assistant_turn(cJSON *out, const cJSON *content, char *err, size_t errlen)
 	} else if (!cJSON_IsArray(content))
 		goto bad;
 	else cJSON_ArrayForEach(b, content) {
-		type = cJSON_GetObjectItemCaseSensitive(b, "type");
-		if (!cJSON_IsString(type))
+		if ((type = block_type(b, &text, &ntext)) == NULL)
 			goto bad;
-		if (strcmp(type->valuestring, "text") == 0) {
-			v = cJSON_GetObjectItemCaseSensitive(b, "text");
-			if (!cJSON_IsString(v))
-				goto bad;
-			if (ntext++ > 0)
-				buf_addc(&text, '\n');
-			buf_adds(&text, v->valuestring);
+		if (strcmp(type, "text") == 0)
 			continue;
-		}
-		if (strcmp(type->valuestring, "tool_use") != 0)
+		if (strcmp(type, "tool_use") != 0)
 			goto bad;
 		v = cJSON_GetObjectItemCaseSensitive(b, "input");
 		args = cJSON_IsObject(v) ? cJSON_PrintUnformatted(v) : NULL;
@@ -391,22 +398,12 @@ openai_parse(const char *body, size_t len, struct model_reply *r)
 	const cJSON *choices, *c0, *message, *calls, *call, *f, *e;
 	int rc = -1;
 
-	r->content = NULL;
-	r->in_tokens = r->out_tokens = 0;
-	snprintf(r->stop, sizeof(r->stop), "other");
-	if ((root = model_json_parse(body, len)) == NULL)
-		return model_reply_malformed(r, "not JSON");
-	if (!cJSON_IsObject(root)) {
-		model_reply_malformed(r, "not a JSON object");
-		goto out;
-	}
+	if ((root = model_reply_begin(body, len, r)) == NULL)
+		return -1;
 	/* Some servers answer 200 with an error body. */
 	e = cJSON_GetObjectItemCaseSensitive(root, "error");
 	if (e != NULL && !cJSON_IsNull(e)) {
-		char msg[256];
-
-		model_error_text(body, len, msg, sizeof(msg));
-		snprintf(r->error, sizeof(r->error), "model error: %s", msg);
+		model_reply_api_error(body, len, r);
 		goto out;
 	}
 	choices = cJSON_GetObjectItemCaseSensitive(root, "choices");
