@@ -173,23 +173,43 @@ tool_fail(struct tool_call *tc, const char *fmt, ...)
 }
 
 int
-tool_input_only(struct tool_call *tc, const char *const *known, size_t n)
+tool_pick(const cJSON *input, const char *const *names, size_t n,
+    const cJSON **got, char *why, size_t whylen)
 {
 	const cJSON *f;
+	size_t i;
 
-	cJSON_ArrayForEach(f, tc->input) {
-		size_t i;
-
+	if (!cJSON_IsObject(input)) {
+		snprintf(why, whylen, "the input must be a JSON object");
+		return -1;
+	}
+	for (i = 0; got != NULL && i < n; i++)
+		got[i] = NULL;
+	cJSON_ArrayForEach(f, input) {
 		for (i = 0; i < n; i++)
-			if (f->string != NULL && strcmp(f->string, known[i]) == 0)
+			if (f->string != NULL && strcmp(f->string, names[i]) == 0)
 				break;
 		if (i == n) {
-			tool_fail(tc, "%s has no field \"%.64s\"", tc->def->name,
+			snprintf(why, whylen, "unknown input field \"%.64s\"",
 			    f->string ? f->string : "");
 			return -1;
 		}
+		if (got != NULL)
+			got[i] = f;
 	}
 	return 0;
+}
+
+int
+tool_input(struct tool_call *tc, const char *const *names, size_t n,
+    const cJSON **got)
+{
+	char why[128];
+
+	if (tool_pick(tc->input, names, n, got, why, sizeof(why)) == 0)
+		return 0;
+	tool_fail(tc, "%s: %s", tc->def->name, why);
+	return -1;
 }
 
 int

@@ -59,9 +59,15 @@ void tool_done(struct tool_call *, const char *output, size_t len,
 /* Convenience: printf-style error result. */
 void tool_fail(struct tool_call *, const char *fmt, ...) AF_PRINTF(2, 3);
 
-/* Fail the call when its input has a field outside known (the tool's schema
- * says additionalProperties false); -1 after failing it. */
-int tool_input_only(struct tool_call *, const char *const *known, size_t n);
+/* The fields of a tool's input by name: got[i] is the field names[i], NULL
+ * when absent (got may be NULL: a check only). The input must be an object
+ * with no field outside names, as the schemas say (additionalProperties
+ * false); -1 with why saying what is wrong. */
+int tool_pick(const cJSON *input, const char *const *names, size_t n,
+    const cJSON **got, char *why, size_t whylen);
+/* tool_pick for a call: -1 after failing it with the reason. */
+int tool_input(struct tool_call *, const char *const *names, size_t n,
+    const cJSON **got);
 
 /* Authorize a further target during a call (an http_request redirect hop):
  * the permission engine decides, the audit trail records; 1 allowed. A failed

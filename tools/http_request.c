@@ -370,31 +370,17 @@ static int
 parse_input(struct tool_call *tc, struct hr *hr, const char **url,
     char *why, size_t whylen)
 {
-	const cJSON *in = tc->input, *it, *m = NULL, *u = NULL, *h = NULL,
-	    *b = NULL;
+	static const char *const fields[] = { "method", "url", "headers",
+	    "body" };
+	const cJSON *f[4], *it, *m, *u, *h, *b;
 	const char *p;
 
-	if (!cJSON_IsObject(in)) {
-		snprintf(why, whylen, "the input must be an object with "
-		    "\"method\" and \"url\"");
+	if (tool_pick(tc->input, fields, nitems(fields), f, why, whylen) == -1)
 		return -1;
-	}
-	cJSON_ArrayForEach(it, in) {
-		const char *k = it->string != NULL ? it->string : "";
-
-		if (strcmp(k, "method") == 0)
-			m = it;
-		else if (strcmp(k, "url") == 0)
-			u = it;
-		else if (strcmp(k, "headers") == 0)
-			h = it;
-		else if (strcmp(k, "body") == 0)
-			b = it;
-		else {
-			snprintf(why, whylen, "unknown input field \"%.64s\"", k);
-			return -1;
-		}
-	}
+	m = f[0];
+	u = f[1];
+	h = f[2];
+	b = f[3];
 	if (!cJSON_IsString(m) || m->valuestring == NULL) {
 		snprintf(why, whylen, "\"method\" must be a string");
 		return -1;

@@ -869,27 +869,39 @@ on_post_done(struct http_response *resp, void *arg)
 	post_free(p);
 }
 
+/* POST one JSON-RPC message with the session's headers; rq brings the
+ * bounds and the streaming hook. */
+static struct http_call *
+post_json(struct mcp_srv *s, struct http_request *rq, const char *json,
+    http_cb cb, void *arg)
+{
+	struct http_call *hc;
+	char *own[2];
+
+	own_headers(s, own);
+	rq->method = "POST";
+	rq->url = s->cfg->url;
+	rq->headers = http_headers(s, own, 2);
+	rq->body = json;
+	rq->bodylen = strlen(json);
+	hc = http_start(rq, cb, arg);
+	free(own[0]);
+	free(own[1]);
+	return hc;
+}
+
 static void
 http_post_only(struct mcp_srv *s, const char *json)
 {
 	struct mcp_post *p = xcalloc(1, sizeof(*p));
 	struct http_request rq;
-	char *own[2];
 
-	own_headers(s, own);
 	memset(&rq, 0, sizeof(rq));
-	rq.method = "POST";
-	rq.url = s->cfg->url;
-	rq.headers = http_headers(s, own, 2);
-	rq.body = json;
-	rq.bodylen = strlen(json);
 	rq.timeout_ms = MCP_NOTIFY_TIMEOUT_MS;
 	rq.max_response = 64 << 10;
 	p->srv = s;
 	LIST_INSERT_HEAD(&s->posts, p, entry);
-	p->hc = http_start(&rq, on_post_done, p);
-	free(own[0]);
-	free(own[1]);
+	p->hc = post_json(s, &rq, json, on_post_done, p);
 }
 
 /* Messages that arrive on a stream are handled from the loop, never from
@@ -1086,20 +1098,11 @@ static void
 http_send(struct mcp_srv *s, struct mcp_req *r, const char *json)
 {
 	struct http_request rq;
-	char *own[2];
 
-	own_headers(s, own);
 	memset(&rq, 0, sizeof(rq));
-	rq.method = "POST";
-	rq.url = s->cfg->url;
-	rq.headers = http_headers(s, own, 2);
-	rq.body = json;
-	rq.bodylen = strlen(json);
 	rq.max_response = MCP_MAX_STREAM;
 	rq.on_data = on_http_data;
-	r->hc = http_start(&rq, on_http_done, r);
-	free(own[0]);
-	free(own[1]);
+	r->hc = post_json(s, &rq, json, on_http_done, r);
 }
 
 /* ---- messages ---- */

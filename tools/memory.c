@@ -91,8 +91,8 @@ want_key(struct tool_call *tc)
 	const char *key;
 
 	/* Only remember takes a value. */
-	if (tool_input_only(tc, known, strcmp(tc->def->name, "remember") == 0 ?
-	    2 : 1) == -1 || (key = want_str(tc, "key")) == NULL)
+	if (tool_input(tc, known, strcmp(tc->def->name, "remember") == 0 ?
+	    2 : 1, NULL) == -1 || (key = want_str(tc, "key")) == NULL)
 		return NULL;
 	if (key[0] == '\0' || strlen(key) > MEM_KEY_MAX) {
 		tool_fail(tc, "key must be 1 to %d bytes", MEM_KEY_MAX);

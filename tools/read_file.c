@@ -71,7 +71,8 @@ open_error(int e)
 static void
 rf_call(struct tool_call *tc)
 {
-	const cJSON *in = tc->input, *it, *path = NULL, *off = NULL, *lim = NULL;
+	static const char *const fields[] = { "path", "offset", "limit" };
+	const cJSON *f[3], *path, *off, *lim;
 	const char *resolved = tc->perm.resolved;
 	long long offset = 0, limit;
 	char why[128];
@@ -81,26 +82,11 @@ rf_call(struct tool_call *tc)
 	ssize_t r;
 	int fd, more;
 
-	if (!cJSON_IsObject(in)) {
-		tool_fail(tc, "read_file: the input must be an object with "
-		    "\"path\"");
+	if (tool_input(tc, fields, nitems(fields), f) == -1)
 		return;
-	}
-	cJSON_ArrayForEach(it, in) {
-		const char *k = it->string != NULL ? it->string : "";
-
-		if (strcmp(k, "path") == 0)
-			path = it;
-		else if (strcmp(k, "offset") == 0)
-			off = it;
-		else if (strcmp(k, "limit") == 0)
-			lim = it;
-		else {
-			tool_fail(tc, "read_file: unknown input field \"%.64s\"",
-			    k);
-			return;
-		}
-	}
+	path = f[0];
+	off = f[1];
+	lim = f[2];
 	if (!cJSON_IsString(path)) {
 		tool_fail(tc, "read_file: \"path\" must be a string");
 		return;

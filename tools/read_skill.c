@@ -47,7 +47,8 @@ open_skill(const char *skills_dir, const char *name)
 static void
 rs_call(struct tool_call *tc)
 {
-	const cJSON *in = tc->input, *it, *name = NULL;
+	static const char *const fields[] = { "name" };
+	const cJSON *name;
 	const char *n;
 	struct stat st;
 	struct buf b;
@@ -55,20 +56,8 @@ rs_call(struct tool_call *tc)
 	ssize_t r;
 	int fd;
 
-	if (!cJSON_IsObject(in)) {
-		tool_fail(tc, "read_skill: the input must be an object with "
-		    "\"name\"");
+	if (tool_input(tc, fields, nitems(fields), &name) == -1)
 		return;
-	}
-	cJSON_ArrayForEach(it, in) {
-		if (it->string != NULL && strcmp(it->string, "name") == 0)
-			name = it;
-		else {
-			tool_fail(tc, "read_skill: unknown input field \"%.64s\"",
-			    it->string != NULL ? it->string : "");
-			return;
-		}
-	}
 	if (!cJSON_IsString(name) || name->valuestring == NULL) {
 		tool_fail(tc, "read_skill: \"name\" must be a string");
 		return;

@@ -386,30 +386,17 @@ spawn(const char *command, char **envp, int wfd)
 static int
 parse_input(struct tool_call *tc, const char **command, long *timeout_ms)
 {
-	const cJSON *in = tc->input, *it, *cmd = NULL, *to = NULL;
+	static const char *const fields[] = { "command", "timeout" };
+	const cJSON *f[2], *cmd, *to;
 	/* The engine fills timeout_ms with the agent's tool timeout. */
 	long def = tc->timeout_ms > 0 ? tc->timeout_ms :
 	    tc->cfg->limits.tool_timeout_ms > 0 ?
 	    tc->cfg->limits.tool_timeout_ms : 60000;
 
-	if (!cJSON_IsObject(in)) {
-		tool_fail(tc, "run_bash: the input must be an object with "
-		    "\"command\"");
+	if (tool_input(tc, fields, nitems(fields), f) == -1)
 		return -1;
-	}
-	cJSON_ArrayForEach(it, in) {
-		const char *k = it->string != NULL ? it->string : "";
-
-		if (strcmp(k, "command") == 0)
-			cmd = it;
-		else if (strcmp(k, "timeout") == 0)
-			to = it;
-		else {
-			tool_fail(tc, "run_bash: unknown input field \"%.64s\"",
-			    k);
-			return -1;
-		}
-	}
+	cmd = f[0];
+	to = f[1];
 	if (!cJSON_IsString(cmd) || cmd->valuestring == NULL ||
 	    cmd->valuestring[0] == '\0') {
 		tool_fail(tc, "run_bash: \"command\" must be a non-empty string");

@@ -118,7 +118,7 @@ schedule_call(struct tool_call *tc)
 	int64_t now = now_ms(), due, every = 0;
 	int bad = 0, n;
 
-	if (tool_input_only(tc, known, nitems(known)) == -1)
+	if (tool_input(tc, known, nitems(known), NULL) == -1)
 		return;
 	prompt = opt_str(tc, "prompt", &bad);
 	at = opt_str(tc, "at", &bad);
@@ -192,7 +192,7 @@ unschedule_call(struct tool_call *tc)
 	char out[128];
 	int n;
 
-	if (tool_input_only(tc, known, nitems(known)) == -1)
+	if (tool_input(tc, known, nitems(known), NULL) == -1)
 		return;
 	if (!cJSON_IsString(id) || id->valuestring == NULL ||
 	    strlen(id->valuestring) >= SCHED_ID_LEN) {

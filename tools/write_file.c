@@ -90,7 +90,8 @@ create_temp(int dirfd, const char *base, char *tmp, size_t tmplen)
 static void
 wf_call(struct tool_call *tc)
 {
-	const cJSON *in = tc->input, *it, *path = NULL, *content = NULL;
+	static const char *const fields[] = { "path", "content" };
+	const cJSON *f[2], *path, *content;
 	const char *resolved = tc->perm.resolved, *data, *base;
 	char parent[PERM_PATH_MAX], tmp[NAME_MAX + 1];
 	struct stat st;
@@ -98,24 +99,10 @@ wf_call(struct tool_call *tc)
 	size_t len, pl;
 	int dirfd, fd, have_old = 0, e;
 
-	if (!cJSON_IsObject(in)) {
-		tool_fail(tc, "write_file: the input must be an object with "
-		    "\"path\" and \"content\"");
+	if (tool_input(tc, fields, nitems(fields), f) == -1)
 		return;
-	}
-	cJSON_ArrayForEach(it, in) {
-		const char *k = it->string != NULL ? it->string : "";
-
-		if (strcmp(k, "path") == 0)
-			path = it;
-		else if (strcmp(k, "content") == 0)
-			content = it;
-		else {
-			tool_fail(tc, "write_file: unknown input field "
-			    "\"%.64s\"", k);
-			return;
-		}
-	}
+	path = f[0];
+	content = f[1];
 	if (!cJSON_IsString(path)) {
 		tool_fail(tc, "write_file: \"path\" must be a string");
 		return;
