@@ -254,11 +254,11 @@ commit_batch(void *arg)
 		schedule_dispatch();
 }
 
-int
-run_submit_async(const struct run_request *req, run_accept_cb cb, void *arg)
+/* The gate both submits pass: -1 with errno set when events are refused
+ * now (counted and recorded), else rid is the new run's id. */
+static int
+admit(const struct run_request *req, char rid[RUN_ID_LEN])
 {
-	struct incoming *a;
-	char rid[RUN_ID_LEN];
 	int err;
 
 	if ((err = refusal()) != 0) {
@@ -266,7 +266,18 @@ run_submit_async(const struct run_request *req, run_accept_cb cb, void *arg)
 		errno = err;
 		return -1;
 	}
-	make_sorted_id("r-", rid, sizeof(rid));
+	make_sorted_id("r-", rid, RUN_ID_LEN);
+	return 0;
+}
+
+int
+run_submit_async(const struct run_request *req, run_accept_cb cb, void *arg)
+{
+	struct incoming *a;
+	char rid[RUN_ID_LEN];
+
+	if (admit(req, rid) == -1)
+		return -1;
 	a = xcalloc(1, sizeof(*a));
 	a->ev = pending_new(rid, req->trigger, req->prompt, req->conversation,
 	    req->meta);
@@ -284,14 +295,9 @@ run_submit(const struct run_request *req, char *id, size_t idlen)
 {
 	char rid[RUN_ID_LEN];
 	struct pending *p;
-	int err;
 
-	if ((err = refusal()) != 0) {
-		refused(req, err);
-		errno = err;
+	if (admit(req, rid) == -1)
 		return -1;
-	}
-	make_sorted_id("r-", rid, sizeof(rid));
 	if (state_journal_add(rid, req->trigger, req->conversation,
 	    req->prompt, req->meta) == -1) {
 		stats.refused++;
