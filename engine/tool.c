@@ -310,13 +310,20 @@ tool_invoke(const struct cfg *cfg, const char *run_id, const char *trigger,
 			return tc;
 		}
 	} else {
-		char *sum = input_summary(input);
-		int rc = audit_decision(run_id, name, NULL, sum, 1, NULL);
+		char *sum = input_summary(input), reason[PERM_REASON_MAX];
+		int no = def->refuse != NULL &&
+		    def->refuse(tc, reason, sizeof(reason));
+		int rc = audit_decision(run_id, name, NULL, sum, !no,
+		    no ? reason : NULL);
 
 		free(sum);
 		if (rc == -1) {
 			deny(tc, "the audit trail cannot be written, so nothing "
 			    "is allowed");
+			return tc;
+		}
+		if (no) {
+			deny(tc, reason);
 			return tc;
 		}
 	}

@@ -23,6 +23,11 @@ struct tool_def {
 	const char	*target_key;	/* input field the axis checks */
 	/* Does the tool exist for this agent (SPEC section 3)? */
 	int		(*exists)(const struct cfg *);
+	/* A tool without an axis that has a grant of its own (read_skill:
+	 * the skills list): 1 with the denial in reason when this call is
+	 * outside it, so the audit trail records a denial. May be NULL. */
+	int		(*refuse)(const struct tool_call *, char *reason,
+		    size_t reasonlen);
 	/* Start the call; finish it (now or later) with tool_done. */
 	void		(*call)(struct tool_call *);
 	void		*ctx;		/* dynamic tools (MCP): their server */

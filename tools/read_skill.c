@@ -4,6 +4,7 @@
  * link planted in the skills folder cannot carry the read elsewhere. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,6 +45,22 @@ open_skill(const char *skills_dir, const char *name)
 	return fd;
 }
 
+/* The skills list is read_skill's grant: a name outside it is a denial,
+ * decided before the call and recorded as one. A name that is not a string
+ * is left to rs_call to fail. */
+static int
+rs_refuse(const struct tool_call *tc, char *reason, size_t reasonlen)
+{
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(tc->input, "name");
+
+	if (!cJSON_IsString(name) || name->valuestring == NULL ||
+	    strlist_has(&tc->cfg->skills, name->valuestring))
+		return 0;
+	snprintf(reason, reasonlen, "skill \"%.64s\" is not in the agent's "
+	    "skills list", name->valuestring);
+	return 1;
+}
+
 static void
 rs_call(struct tool_call *tc)
 {
@@ -52,7 +69,7 @@ rs_call(struct tool_call *tc)
 	const char *n;
 	struct stat st;
 	struct buf b;
-	char chunk[8192];
+	char chunk[8192], why[PERM_REASON_MAX];
 	ssize_t r;
 	int fd;
 
@@ -63,11 +80,16 @@ rs_call(struct tool_call *tc)
 		return;
 	}
 	n = name->valuestring;
-	/* The list decides; the path checks only keep a bad config (or a
+	/* The list decides (tool_invoke asked rs_refuse already; a direct
+	 * call asks again); the path checks only keep a bad config (or a
 	 * future loader bug) from turning a name into a path. */
-	if (strlen(n) > SKILL_NAME_MAX || !strlist_has(&tc->cfg->skills, n)) {
-		tool_fail(tc, "read_skill: \"%.64s\" is not one of this agent's "
-		    "skills", n);
+	if (rs_refuse(tc, why, sizeof(why))) {
+		tool_fail(tc, "permission denied: %s", why);
+		return;
+	}
+	if (strlen(n) > SKILL_NAME_MAX) {
+		tool_fail(tc, "read_skill: the name is longer than %d bytes",
+		    SKILL_NAME_MAX);
 		return;
 	}
 	if (*n == '\0' || *n == '.' || strchr(n, '/') != NULL) {
@@ -124,5 +146,6 @@ const struct tool_def tool_read_skill = {
 	.axis = TOOL_NO_AXIS,
 	.target_key = "name",
 	.exists = rs_exists,
+	.refuse = rs_refuse,
 	.call = rs_call,
 };

@@ -97,6 +97,41 @@ def test_denied_and_allowed_native_tools():
             assert "read_skill" not in tools and "run_bash" in tools, tools
 
 
+def test_read_skill_outside_the_list_is_a_recorded_denial():
+    """The skills list is read_skill's grant. A name the model makes up (a
+    skill folder that exists but is not listed, a path) is denied before
+    anything is opened, and the audit trail records a denial, not an
+    allow."""
+    with ModelServer() as model:
+        with Agent(webhook_config("skills: [triage]\n"), model,
+                   skills={"triage": "# Triage\nLabel it.\n",
+                           "hidden": "NOT FOR THE MODEL"}) as agent:
+            model.script([
+                reply(tool_calls=[
+                    ("read_skill", {"name": "triage"}),
+                    ("read_skill", {"name": "hidden"}),
+                    ("read_skill", {"name": "../skills/hidden"}),
+                ]),
+                reply(text="done"),
+            ])
+            assert post(agent, "go")[0] == 202
+            agent.wait_runs(1)
+            res = tool_results(model)
+            assert len(res) == 3, res
+            assert "Label it." in res[0]["content"], res[0]
+            assert not res[0].get("is_error"), res[0]
+            for r, name in ((res[1], "hidden"), (res[2], "../skills/hidden")):
+                assert r.get("is_error"), r
+                assert r["content"] == (
+                    f'permission denied: skill "{name}" is not in the '
+                    "agent's skills list"), r
+                assert "NOT FOR THE MODEL" not in r["content"], r
+            rows = [a for a in agent.audit() if a.get("tool") == "read_skill"]
+            assert [a.get("decision") for a in rows] == \
+                ["allow", "deny", "deny"], rows
+            assert "skills list" in rows[1].get("reason", ""), rows[1]
+
+
 def test_tools_absent_without_grants():
     with ModelServer([reply(text="fine")]) as model:
         with Agent(webhook_config(), model) as agent:

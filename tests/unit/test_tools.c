@@ -257,7 +257,8 @@ t_read_skill(void)
 	tt_str_op(res.out, ==, "# Triage\nLabel things.\n");
 	tt_int_op(call_sync(&tool_read_skill, "{\"name\":\"other\"}"), ==, 0);
 	tt_int_op(res.is_error, ==, 1);
-	tt_assert(has(res.out, "is not one of this agent's skills"));
+	tt_assert(has(res.out, "permission denied: skill \"other\" is not in "
+	    "the agent's skills list"));
 	tt_int_op(call_sync(&tool_read_skill, "{\"name\":\"../out\"}"), ==, 0);
 	tt_int_op(res.is_error, ==, 1);
 	tt_int_op(call_sync(&tool_read_skill, "{\"name\":\"linked\"}"), ==, 0);
