@@ -174,6 +174,9 @@ daemon_run(struct cfg *cfg)
 		fprintf(stderr, "af: %s\n", err);
 		goto out;
 	}
+	/* Answers a stop or a crash kept from their chat or sender. */
+	if (run_outbox_replay() == -1)
+		log_warnx("the outbox cannot be read; unsent answers stay in it");
 	log_info("agent %s running (af %s)", cfg->name, AF_VERSION);
 	if (loop_run() == 0)
 		rc = DAEMON_EXIT_OK;

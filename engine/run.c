@@ -100,6 +100,80 @@ run_inflight(void)
 	return stats.inflight;
 }
 
+void
+run_delivered(const char *id)
+{
+	state_outbox_del(id);
+}
+
+/* One unsent answer, read out before any is handed on: delivering may
+ * delete rows of the table being read. */
+struct unsent {
+	char	*v[6];	/* id, trigger, conv, meta, status, reply */
+};
+
+struct unsent_list {
+	struct unsent	*v;
+	size_t		 n;
+};
+
+static void
+unsent_add(const char *id, const char *trigger, const char *conv,
+    const char *meta, const char *status, const char *reply, void *arg)
+{
+	struct unsent_list *l = arg;
+	const char *f[6] = { id, trigger, conv, meta, status, reply };
+	struct unsent *u;
+
+	l->v = xreallocarray(l->v, l->n + 1, sizeof(*l->v));
+	u = &l->v[l->n++];
+	for (size_t i = 0; i < nitems(f); i++)
+		u->v[i] = f[i] != NULL ? xstrdup(f[i]) : NULL;
+}
+
+static void
+redeliver(const struct unsent *u)
+{
+	const struct trigger_def *t = trig_find(u->v[1]);
+	struct run_outcome o;
+	int ok;
+
+	if (t == NULL || !t->outbox || t->deliver == NULL ||
+	    !t->enabled(run_cfg)) {
+		log_warnx("run %s: its answer was never sent and trigger %s is "
+		    "off now; it is dropped", u->v[0], u->v[1]);
+		run_delivered(u->v[0]);
+		return;
+	}
+	ok = strcmp(u->v[4], "ok") == 0;
+	memset(&o, 0, sizeof(o));
+	o.run_id = u->v[0];
+	o.trigger = u->v[1];
+	o.conversation = u->v[2];
+	o.meta = u->v[3];
+	o.status = u->v[4];
+	o.reply = ok && u->v[5] != NULL ? u->v[5] : "";
+	log_info("run %s: its answer was never sent; sending it again",
+	    o.run_id);
+	t->deliver(&o);
+}
+
+int
+run_outbox_replay(void)
+{
+	struct unsent_list l = { NULL, 0 };
+	int rc = state_outbox_each(unsent_add, &l);
+
+	for (size_t i = 0; i < l.n; i++) {
+		if (rc == 0)
+			redeliver(&l.v[i]);
+		for (size_t k = 0; k < nitems(l.v[i].v); k++)
+			free(l.v[i].v[k]);
+	}
+	free(l.v);
+	return rc;
+}
+
 /* The skills index: each skill's name and the description from its SKILL.md
  * front matter (or its first line of text), so the model knows what
  * read_skill can give it. Read once, before the sandbox. */
@@ -773,7 +847,13 @@ run_end(struct run *r, const char *status, const char *raw)
 	/* The run_end record comes first, the journal second: a crash in
 	 * between leaves the event pending, and run_recover finds its run_end
 	 * in the trail's tail and settles it instead of running it again. */
+	t = trig_find(r->ev->trigger);
 	if (!r->interrupted) {
+		/* The answer is in the outbox before the event is done: a
+		 * crash in between resends it, never loses it. */
+		if (t != NULL && t->outbox)
+			state_outbox_add(r->ev->id, r->ev->trigger, r->ev->conv,
+			    r->ev->meta, status, ok ? text : NULL);
 		state_journal_done(r->ev->id, status);
 		state_run_record(r->ev->id, r->ev->trigger, status, r->steps,
 		    r->in_tokens, r->out_tokens, r->cost, r->started_ms,
@@ -797,7 +877,7 @@ run_end(struct run *r, const char *status, const char *raw)
 		o.in_tokens = r->in_tokens;
 		o.out_tokens = r->out_tokens;
 		o.cost_usd = r->cost;
-		if ((t = trig_find(r->ev->trigger)) != NULL && t->deliver != NULL)
+		if (t != NULL && t->deliver != NULL)
 			t->deliver(&o);
 	}
 	free(text);

@@ -55,6 +55,11 @@ const struct run_stats *run_stats(void);
 void run_stop_accepting(void);
 void run_cancel_all(const char *why);
 long run_inflight(void);
+/* An outbox trigger has sent the answer of run id, or given up on it. */
+void run_delivered(const char *id);
+/* Hand every answer still in the outbox to its trigger again (at start,
+ * once the triggers run). */
+int run_outbox_replay(void);
 void run_shutdown(void);
 
 #endif

@@ -33,7 +33,11 @@ static const char *schema =
     "CREATE TABLE IF NOT EXISTS runs ("
     "  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE, trigger TEXT,"
     "  status TEXT, steps INTEGER, tokens_in INTEGER, tokens_out INTEGER,"
-    "  cost_usd REAL, started_ms INTEGER, ended_ms INTEGER, error TEXT);";
+    "  cost_usd REAL, started_ms INTEGER, ended_ms INTEGER, error TEXT);"
+    "CREATE TABLE IF NOT EXISTS outbox ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL,"
+    "  trigger TEXT NOT NULL, conv TEXT, meta TEXT, status TEXT NOT NULL,"
+    "  reply TEXT, created_ms INTEGER);";
 
 /* A failed commit sticks: after an I/O error SQLite's view of the file may
  * not match the disk, and accepting more events would acknowledge writes
@@ -302,6 +306,52 @@ static const char *
 col(sqlite3_stmt *st, int i)
 {
 	return (const char *)sqlite3_column_text(st, i);
+}
+
+int
+state_outbox_add(const char *id, const char *trigger, const char *conv,
+    const char *meta, const char *status, const char *reply)
+{
+	char ts[24];
+	const char *v[7];
+
+	snprintf(ts, sizeof(ts), "%lld", (long long)now_ms());
+	v[0] = id;
+	v[1] = trigger;
+	v[2] = conv;
+	v[3] = meta;
+	v[4] = status;
+	v[5] = reply;
+	v[6] = ts;
+	return exec_bound("INSERT OR REPLACE INTO outbox(id, trigger, conv, "
+	    "meta, status, reply, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+	    "?7)", 7, v);
+}
+
+int
+state_outbox_del(const char *id)
+{
+	const char *v[1] = { id };
+
+	return exec_bound("DELETE FROM outbox WHERE id = ?1", 1, v);
+}
+
+int
+state_outbox_each(state_outbox_fn fn, void *arg)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (db == NULL)
+		return -1;
+	if (sqlite3_prepare_v2(db, "SELECT id, trigger, conv, meta, status, "
+	    "reply FROM outbox ORDER BY seq", -1, &st, NULL) != SQLITE_OK)
+		return fail("read");
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		fn(col(st, 0), col(st, 1), col(st, 2), col(st, 3), col(st, 4),
+		    col(st, 5), arg);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : fail("read");
 }
 
 int

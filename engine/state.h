@@ -40,6 +40,21 @@ typedef void (*state_journal_fn)(const char *id, const char *trigger,
 /* Every event accepted but not done, oldest first. */
 int state_journal_pending(state_journal_fn, void *arg);
 
+/*
+ * The outbox: the answer of a run whose trigger sends it somewhere (a chat,
+ * a mail), kept from the run's end until the trigger has sent it or given
+ * up, so that a crash or a stop in between (a reply held by a rate limit,
+ * say) resends it at the next start instead of losing it.
+ */
+int state_outbox_add(const char *id, const char *trigger, const char *conv,
+    const char *meta, const char *status, const char *reply);
+int state_outbox_del(const char *id);
+typedef void (*state_outbox_fn)(const char *id, const char *trigger,
+    const char *conv, const char *meta, const char *status,
+    const char *reply, void *arg);
+/* Every answer not yet sent, oldest first. */
+int state_outbox_each(state_outbox_fn, void *arg);
+
 /* Trigger cursors (Telegram offset, IMAP UIDVALIDITY/UID, ...). */
 int state_cursor_get(const char *key, char *out, size_t outlen);	/* 1 found */
 int state_cursor_set(const char *key, const char *value);

@@ -37,6 +37,10 @@ struct trigger_def {
 	void		(*stop)(void);
 	/* A run this trigger started has ended. May be NULL. */
 	void		(*deliver)(const struct run_outcome *);
+	/* deliver() sends the answer on: it is kept in the outbox until the
+	 * trigger calls run_delivered, and delivered again after a restart
+	 * when it never was. */
+	int		 outbox;
 	/* Add trigger-specific fields to its /status object. May be NULL. */
 	void		(*status)(cJSON *obj);
 	/* Free everything (after the loop ended). May be NULL. */

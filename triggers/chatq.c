@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "loop.h"
+#include "run.h"
 #include "triggers/chatq.h"
 #include "util.h"
 
@@ -55,6 +56,7 @@ drop_head(struct chatq *q)
 	TAILQ_REMOVE(&q->outq, m, entry);
 	q->nout--;
 	free(m->body);
+	free(m->run_id);
 	free(m);
 	loop_release();
 }
@@ -95,7 +97,7 @@ chatq_free_all(struct chatq_table *t)
 }
 
 int
-chatq_push(struct chatq *q, char *body)
+chatq_push(struct chatq *q, char *body, const char *run_id)
 {
 	struct chatq_msg *m;
 
@@ -105,6 +107,7 @@ chatq_push(struct chatq *q, char *body)
 	}
 	m = xcalloc(1, sizeof(*m));
 	m->body = body;
+	m->run_id = run_id != NULL ? xstrdup(run_id) : NULL;
 	TAILQ_INSERT_TAIL(&q->outq, m, entry);
 	q->nout++;
 	/* A stop waits (within its bound) for the replies already queued. */
@@ -140,6 +143,8 @@ sent(struct http_response *resp, void *arg)
 		q->backoff = 0;
 		/* FALLTHROUGH */
 	case CHATQ_DROP:
+		if (m->run_id != NULL)
+			run_delivered(m->run_id);
 		drop_head(q);
 		send_next(q);
 		break;

@@ -48,6 +48,7 @@ struct chatq_def {
 struct chatq_msg {
 	TAILQ_ENTRY(chatq_msg)	 entry;
 	char			*body;		/* owned */
+	char			*run_id;	/* the last of a run's answer */
 	int			 attempts;
 };
 TAILQ_HEAD(chatq_msgs, chatq_msg);
@@ -79,8 +80,9 @@ void chatq_init(struct chatq_table *, const struct chatq_def *);
 struct chatq *chatq_find(struct chatq_table *, const char *id, int create);
 /* Queue body (allocated; taken in every case) and start sending if idle.
  * -1 when queue_max messages wait already: body is freed, the caller says
- * so. */
-int chatq_push(struct chatq *, char *body);
+ * so. run_id, on the last message of a run's answer: once it is sent (or
+ * given up), the run's answer leaves the outbox (run_delivered). */
+int chatq_push(struct chatq *, char *body, const char *run_id);
 /* A run for this chat was accepted: typing shows until the last one ends. */
 void chatq_run_begin(struct chatq *);
 void chatq_run_end(struct chatq *);

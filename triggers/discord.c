@@ -1272,9 +1272,10 @@ static const struct chatq_def dc_chatq = {
 
 /* Queue one message in the channel's order and start sending if idle. */
 static void
-send_text(struct chatq *c, const char *text, const char *reply_to)
+send_text(struct chatq *c, const char *text, const char *reply_to,
+    const char *run_id)
 {
-	if (chatq_push(c, dc_message_json(text, reply_to)) == -1) {
+	if (chatq_push(c, dc_message_json(text, reply_to), run_id) == -1) {
 		log_warnx("discord: channel %s has %zu messages waiting; one "
 		    "reply part is dropped", c->id, c->nout);
 		dc.send_failed++;
@@ -1344,7 +1345,7 @@ refuse(const struct dc_message *m, const char *reason, const char *note)
 	log_warnx("discord: message %s in channel %s not taken: %s", m->id,
 	    m->channel_id, reason);
 	c = chatq_find(&dc.chans, m->channel_id, 1);
-	send_text(c, note, m->id);
+	send_text(c, note, m->id, NULL);
 	chatq_gc(c);
 }
 
@@ -1382,7 +1383,7 @@ answer_command(const struct dc_message *m, const char *text)
 	dc_split(text, DC_TEXT_MAX_CHARS, DC_MAX_PARTS, &parts);
 	c = chatq_find(&dc.chans, m->channel_id, 1);
 	for (size_t i = 0; i < parts.n; i++)
-		send_text(c, parts.v[i], i == 0 ? m->id : NULL);
+		send_text(c, parts.v[i], i == 0 ? m->id : NULL, NULL);
 	strlist_free(&parts);
 	chatq_gc(c);
 }
@@ -1461,15 +1462,18 @@ dc_deliver(const struct run_outcome *o)
 	if (dc.cfg == NULL || chatq_meta_target(o->meta, "channel_id",
 	    dc_id_copy, chan, msg) == -1) {
 		log_warnx("discord: run %s has no channel to answer", o->run_id);
+		run_delivered(o->run_id);
 		return;
 	}
 	c = chatq_find(&dc.chans, chan, 1);
 	chatq_run_end(c);
 	chatq_answer_parts(o, dc_split, DC_TEXT_MAX_CHARS, DC_MAX_PARTS,
 	    &parts);
-	/* Only the first part quotes the message; the rest follow it. */
+	/* Only the first part quotes the message; the rest follow it. The
+	 * last takes the answer out of the outbox once it is sent. */
 	for (size_t i = 0; i < parts.n; i++)
-		send_text(c, parts.v[i], i == 0 ? msg : NULL);
+		send_text(c, parts.v[i], i == 0 ? msg : NULL,
+		    i + 1 == parts.n ? o->run_id : NULL);
 	strlist_free(&parts);
 	chatq_gc(c);
 }
@@ -1692,6 +1696,7 @@ const struct trigger_def trigger_discord = {
 	.start = dc_start,
 	.stop = dc_stop,
 	.deliver = dc_deliver,
+	.outbox = 1,
 	.status = dc_status,
 	.free = dc_free,
 };

@@ -144,6 +144,9 @@ static struct {
 	int			 sock;		/* live IMAP socket, or -1 */
 	struct imap_jobq	 jobs;
 	size_t			 njobs;
+	/* Jobs the worker finished: the loop takes their answers out of
+	 * the outbox (run_delivered), since the database is the loop's. */
+	struct imap_jobq	 finished;
 	enum trig_state		 state;
 	char			 error[256];
 	int			 have_cursor;
@@ -1098,6 +1101,23 @@ mark_seen(struct sess *ss, const struct imap_job *j, char *err,
 	return 0;
 }
 
+/* Loop side: the answers of finished jobs leave the outbox. */
+static void
+take_finished(void *arg)
+{
+	struct imap_jobq q = TAILQ_HEAD_INITIALIZER(q);
+	struct imap_job *j;
+
+	pthread_mutex_lock(&im.mu);
+	TAILQ_CONCAT(&q, &im.finished, entry);
+	pthread_mutex_unlock(&im.mu);
+	while ((j = TAILQ_FIRST(&q)) != NULL) {
+		TAILQ_REMOVE(&q, j, entry);
+		run_delivered(j->run_id);
+		job_free(j);
+	}
+}
+
 /* Take the queue, send what has a reply, mark what is done; without a
  * session the \Seen marks wait (they go back on the queue). */
 static int
@@ -1125,7 +1145,10 @@ run_jobs(struct sess *ss, char *err, size_t errlen)
 			TAILQ_INSERT_TAIL(&keep, j, entry);
 			continue;
 		}
-		job_free(j);
+		pthread_mutex_lock(&im.mu);
+		TAILQ_INSERT_TAIL(&im.finished, j, entry);
+		pthread_mutex_unlock(&im.mu);
+		loop_post(take_finished, NULL);
 	}
 	pthread_mutex_lock(&im.mu);
 	while ((j = TAILQ_LAST(&keep, imap_jobq)) != NULL) {
@@ -1390,6 +1413,7 @@ imap_prepare(const struct cfg *cfg, char *err, size_t errlen)
 	pthread_mutex_init(&im.mu, NULL);
 	pthread_cond_init(&im.cv, NULL);
 	TAILQ_INIT(&im.jobs);
+	TAILQ_INIT(&im.finished);
 	log_redact_add(ic->password);
 	return 0;
 }
@@ -1474,6 +1498,7 @@ imap_deliver(const struct run_outcome *o)
 	if (!im.started || o->meta == NULL || (m = cJSON_Parse(o->meta)) ==
 	    NULL) {
 		log_warnx("imap: run %s has no mail to answer", o->run_id);
+		run_delivered(o->run_id);
 		return;
 	}
 	j = xcalloc(1, sizeof(*j));
@@ -1482,6 +1507,7 @@ imap_deliver(const struct run_outcome *o)
 		log_warnx("imap: run %s: meta without a UID", o->run_id);
 		cJSON_Delete(m);
 		free(j);
+		run_delivered(o->run_id);
 		return;
 	}
 	j->seen = ok;
@@ -1503,6 +1529,7 @@ imap_deliver(const struct run_outcome *o)
 	cJSON_Delete(m);
 	if (!j->seen && j->reply == NULL) {
 		job_free(j);
+		run_delivered(o->run_id);
 		return;
 	}
 	pthread_mutex_lock(&im.mu);
@@ -1513,6 +1540,7 @@ imap_deliver(const struct run_outcome *o)
 		    "%s gets no reply and stays unread", (size_t)IMAP_OUTQ_MAX,
 		    o->run_id);
 		job_free(j);
+		run_delivered(o->run_id);
 		return;
 	}
 	TAILQ_INSERT_TAIL(&im.jobs, j, entry);
@@ -1575,10 +1603,18 @@ imap_free(void)
 		pthread_join(im.thread, NULL);
 		im.started = 0;
 	}
+	/* A job still holding its reply is answered at the next start (the
+	 * outbox keeps it); one that only waits for its \Seen mark has sent
+	 * what matters, and is settled rather than answered twice. */
 	while ((j = TAILQ_FIRST(&im.jobs)) != NULL) {
 		TAILQ_REMOVE(&im.jobs, j, entry);
+		if (j->reply == NULL)
+			run_delivered(j->run_id);
 		job_free(j);
 	}
+	/* The worker is gone: what it finished since the loop last looked
+	 * is settled here, or the next start would answer it twice. */
+	take_finished(NULL);
 	if (im.trust != NULL)
 		gnutls_x509_trust_list_deinit(im.trust, 1);
 	im.trust = NULL;
@@ -1600,6 +1636,7 @@ const struct trigger_def trigger_imap = {
 	.start = imap_start,
 	.stop = imap_stop,
 	.deliver = imap_deliver,
+	.outbox = 1,
 	.status = imap_status,
 	.free = imap_free,
 };

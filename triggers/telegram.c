@@ -491,7 +491,7 @@ ignore(const struct tg_update *u, const char *reason)
 }
 
 static void send_text(struct chatq *, const char *text,
-    const char *reply_to);
+    const char *reply_to, const char *run_id);
 
 static enum tg_step
 submit(const struct tg_update *u, const char *prompt)
@@ -570,7 +570,7 @@ answer_command(const struct tg_update *u, const char *answer)
 	c = chatq_find(&tg.chats, u->chat_id, 1);
 	tg_split(answer, TG_TEXT_MAX_UNITS, TG_MAX_PARTS, &parts);
 	for (size_t i = 0; i < parts.n; i++)
-		send_text(c, parts.v[i], i == 0 ? u->message_id : NULL);
+		send_text(c, parts.v[i], i == 0 ? u->message_id : NULL, NULL);
 	strlist_free(&parts);
 	chatq_gc(c);
 	return TG_DONE;
@@ -623,7 +623,7 @@ take_update(const struct tg_update *u)
 		if (st == TG_DONE && strcmp(u->chat_type, "private") == 0) {
 			c = chatq_find(&tg.chats, u->chat_id, 1);
 			send_text(c, "I can only read text messages.",
-			    u->message_id);
+			    u->message_id, NULL);
 			chatq_gc(c);
 		}
 		return st;
@@ -726,9 +726,10 @@ send_body(const char *chat, const char *text, const char *reply_to)
 
 /* Queue one message in the chat's order and start sending if idle. */
 static void
-send_text(struct chatq *c, const char *text, const char *reply_to)
+send_text(struct chatq *c, const char *text, const char *reply_to,
+    const char *run_id)
 {
-	if (chatq_push(c, send_body(c->id, text, reply_to)) == -1) {
+	if (chatq_push(c, send_body(c->id, text, reply_to), run_id) == -1) {
 		log_warnx("telegram: chat %s has %zu messages waiting; one "
 		    "reply part is dropped", c->id, c->nout);
 		tg.send_failed++;
@@ -804,15 +805,18 @@ tg_deliver(const struct run_outcome *o)
 	if (tg.cfg == NULL || chatq_meta_target(o->meta, "chat_id",
 	    tg_id_canon, chat, msg) == -1) {
 		log_warnx("telegram: run %s has no chat to answer", o->run_id);
+		run_delivered(o->run_id);
 		return;
 	}
 	c = chatq_find(&tg.chats, chat, 1);
 	chatq_run_end(c);
 	chatq_answer_parts(o, tg_split, TG_TEXT_MAX_UNITS, TG_MAX_PARTS,
 	    &parts);
-	/* Only the first part quotes the message; the rest follow it. */
+	/* Only the first part quotes the message; the rest follow it. The
+	 * last takes the answer out of the outbox once it is sent. */
 	for (size_t i = 0; i < parts.n; i++)
-		send_text(c, parts.v[i], i == 0 ? msg : NULL);
+		send_text(c, parts.v[i], i == 0 ? msg : NULL,
+		    i + 1 == parts.n ? o->run_id : NULL);
 	strlist_free(&parts);
 	chatq_gc(c);
 }
@@ -933,6 +937,7 @@ const struct trigger_def trigger_telegram = {
 	.start = tg_start,
 	.stop = tg_stop,
 	.deliver = tg_deliver,
+	.outbox = 1,
 	.status = tg_status,
 	.free = tg_free,
 };

@@ -88,6 +88,15 @@ def run_starts(agent):
     return [r for r in agent.audit() if r.get("event") == "run_start"]
 
 
+def outbox_rows(agent):
+    import sqlite3
+    db = sqlite3.connect(os.path.join(agent.data, "af.db"), timeout=5)
+    try:
+        return db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0]
+    finally:
+        db.close()
+
+
 def test_mail_starts_run_and_reply_is_threaded():
     with MailServers() as ms, ModelServer([reply(text="Thanks, noted.\n"
                                                  "Line two.")]) as model:
@@ -128,6 +137,14 @@ def test_mail_starts_run_and_reply_is_threaded():
                        "\\Seen on the mail")
             st = imap_status(agent)
             assert st["replies_sent"] == 1 and st["last_uid"] == 1, st
+            # Sent and marked: the answer has left the outbox, so a
+            # restart does not send it again.
+            wait_until(lambda: outbox_rows(agent) == 0, 10, "empty outbox")
+            assert agent.stop() == 0
+            agent.start()
+            wait_up(agent)
+            time.sleep(1)
+            assert len(ms.delivered("alice")) == 1, ms.delivered("alice")
 
 
 def test_restart_loses_and_repeats_nothing():

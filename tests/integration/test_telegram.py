@@ -476,6 +476,50 @@ def test_stop_waits_for_a_reply_held_by_429():
         tg.stop()
 
 
+def outbox_rows(agent):
+    db = sqlite3.connect(os.path.join(agent.data, "af.db"), timeout=5)
+    try:
+        return db.execute("SELECT id, status FROM outbox").fetchall()
+    finally:
+        db.close()
+
+
+def test_kill9_while_a_reply_waits_resends_it_after_restart():
+    """A reply held by a long 429 when af dies (kill -9, no drain): the run
+    is over and its event done, so nothing would run it again. The answer
+    waits in the outbox and the next start sends it, without a second
+    model call; once sent it leaves the outbox."""
+    tg = Telegram()
+    model = agent = None
+    try:
+        model, agent = start(tg, {"default": [reply("kept for you",
+                                                    stop="end_turn")],
+                                  "exhausted": reply("ran twice",
+                                                     stop="end_turn")})
+        tg.fail("sendMessage", 429, retry_after=120)
+        tg.push(7071, "hello")
+        wait_until(lambda: tg.sent(chat_id=7071, status=429), 20, "the 429")
+        assert [r[1] for r in outbox_rows(agent)] == ["ok"], \
+            outbox_rows(agent)
+        agent.kill(signal.SIGKILL)
+        agent.wait_exit(30)
+        assert tg.sent(chat_id=7071) == [], tg.all_sent()
+        agent.start()
+        got = wait_sent(tg, 1, chat_id=7071)
+        assert got[0]["params"]["text"] == "kept for you", got
+        wait_until(lambda: outbox_rows(agent) == [], 10, "an empty outbox")
+        time.sleep(1)
+        assert len(tg.sent(chat_id=7071)) == 1, tg.all_sent()
+        assert len(model.requests()) == 1, model.requests()
+        assert "sending it again" in agent.log_text(), agent.log_text()
+    finally:
+        if agent:
+            agent.cleanup()
+        if model:
+            model.stop()
+        tg.stop()
+
+
 def history_rows(agent, conv):
     db = sqlite3.connect(os.path.join(agent.data, "af.db"), timeout=5)
     try:

@@ -146,9 +146,9 @@ test_order_retry_drop(void)
 	s.stop_after_sends = 5;
 	q = chatq_find(&t, "42", 1);
 	tt_assert(chatq_find(&t, "42", 1) == q);
-	tt_int_op(chatq_push(q, xstrdup("a")), ==, 0);
-	tt_int_op(chatq_push(q, xstrdup("b")), ==, 0);
-	tt_int_op(chatq_push(q, xstrdup("x")), ==, 0);
+	tt_int_op(chatq_push(q, xstrdup("a"), NULL), ==, 0);
+	tt_int_op(chatq_push(q, xstrdup("b"), NULL), ==, 0);
+	tt_int_op(chatq_push(q, xstrdup("x"), NULL), ==, 0);
 	tt_assert(q->send != NULL);
 	chatq_gc(q);		/* messages waiting: kept */
 	tt_assert(chatq_find(&t, "42", 0) == q);
@@ -173,7 +173,7 @@ test_hold(void)
 	s.stop_after_sends = 1;
 	q = chatq_find(&t, "42", 1);
 	t0 = mono_ms();
-	tt_int_op(chatq_push(q, xstrdup("a")), ==, 0);
+	tt_int_op(chatq_push(q, xstrdup("a"), NULL), ==, 0);
 	tt_assert(q->send == NULL && q->send_wait != NULL);
 	tt_int_op(dispatch(), ==, 0);
 	tt_int_op(mono_ms() - t0, >=, 55);
@@ -193,8 +193,8 @@ test_queue_bound(void)
 	tt_int_op(setup(&t), ==, 0);
 	q = chatq_find(&t, "42", 1);
 	for (int i = 0; i < 3; i++)
-		tt_int_op(chatq_push(q, xstrdup("a")), ==, 0);
-	tt_int_op(chatq_push(q, xstrdup("a")), ==, -1);
+		tt_int_op(chatq_push(q, xstrdup("a"), NULL), ==, 0);
+	tt_int_op(chatq_push(q, xstrdup("a"), NULL), ==, -1);
 	tt_int_op(q->nout, ==, 3);
 	tt_int_op(chatq_find(&t, "43", 1) != NULL, ==, 1);
 	tt_int_op(chatq_free_all(&t), ==, 3);
