@@ -77,6 +77,7 @@ reset(const struct cfg *cfg, const char *conv, struct buf *out)
 		buf_adds(out, "There is no conversation history to clear here.");
 		return;
 	}
+	run_forget_history(conv);
 	if (state_history_clear(conv) == -1) {
 		buf_adds(out, "Sorry, the conversation history could not be "
 		    "cleared.");

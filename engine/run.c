@@ -60,6 +60,7 @@ struct run {
 	struct loop_timer	*kick;		/* deferred continuation */
 	int			 ended;
 	int			 interrupted;	/* stop: leave the journal pending */
+	int			 forget;	/* /reset came: keep no history */
 };
 LIST_HEAD(runlist, run);
 
@@ -98,6 +99,16 @@ long
 run_inflight(void)
 {
 	return stats.inflight;
+}
+
+void
+run_forget_history(const char *conv)
+{
+	struct run *r;
+
+	LIST_FOREACH(r, &running, entry)
+		if (r->ev->conv != NULL && strcmp(r->ev->conv, conv) == 0)
+			r->forget = 1;
 }
 
 void
@@ -861,7 +872,7 @@ run_end(struct run *r, const char *status, const char *raw)
 	}
 
 	if (!r->interrupted) {
-		if (ok && r->ev->conv != NULL) {
+		if (ok && r->ev->conv != NULL && !r->forget) {
 			state_history_add(r->ev->conv, "user", r->ev->prompt);
 			state_history_add(r->ev->conv, "assistant", text);
 		}

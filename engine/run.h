@@ -55,6 +55,9 @@ const struct run_stats *run_stats(void);
 void run_stop_accepting(void);
 void run_cancel_all(const char *why);
 long run_inflight(void);
+/* /reset of conv: the runs in it now in flight add nothing to the
+ * history the reset clears (runs queued load it afresh when they start). */
+void run_forget_history(const char *conv);
 /* An outbox trigger has sent the answer of run id, or given up on it. */
 void run_delivered(const char *id);
 /* Hand every answer still in the outbox to its trigger again (at start,

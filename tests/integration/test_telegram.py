@@ -529,6 +529,41 @@ def history_rows(agent, conv):
         db.close()
 
 
+def test_reset_during_a_run_is_not_undone_by_its_answer():
+    """/reset while a run of the chat is still thinking: the reset is
+    answered at once, and the run's exchange, ending after it, is not
+    written back into the history the reset cleared."""
+    tg = Telegram()
+    model = agent = None
+    chat = 6161
+    try:
+        slow = reply("late answer", stop="end_turn")
+        slow["delay"] = 2
+        model, agent = start(tg, {"default": [slow],
+                                  "exhausted": reply("next", stop="end_turn")})
+        tg.push(chat, "secret plan")
+        wait_until(lambda: model.requests(), 10, "the model call")
+        tg.push(chat, "/reset")
+        got = wait_sent(tg, 1, chat_id=chat)
+        assert "cleared" in got[0]["params"]["text"], got
+        got = wait_sent(tg, 2, chat_id=chat)
+        assert got[1]["params"]["text"] == "late answer", got
+        agent.wait_runs(1)
+        assert history_rows(agent, f"telegram:{chat}") == 0
+        # The conversation goes on from a clean slate.
+        tg.push(chat, "hello again")
+        wait_sent(tg, 3, chat_id=chat)
+        assert "secret plan" not in json.dumps(model.requests()[-1]["body"])
+        wait_until(lambda: history_rows(agent, f"telegram:{chat}") == 2, 10,
+                   "the new exchange")
+    finally:
+        if agent:
+            agent.cleanup()
+        if model:
+            model.stop()
+        tg.stop()
+
+
 def test_command_for_another_bot_is_ignored():
     """In a group every bot sees "/cmd@OtherBot". Built-ins, config commands
     and unknown ones addressed to another bot, or to names that only look
