@@ -664,7 +664,7 @@ next_tool(void *arg)
 			return;
 		}
 		r->tc = tool_invoke(run_cfg, r->ev->id, r->ev->trigger,
-		    r->ev->conv, id->valuestring,
+		    r->ev->conv, r->ev->meta, id->valuestring,
 		    name->valuestring, input, on_tool_done, r);
 		return;
 	}

@@ -41,7 +41,7 @@ static const char *const sched_schema =
     "  id TEXT PRIMARY KEY, prompt TEXT NOT NULL, conv TEXT,"
     "  due_ms INTEGER NOT NULL, every_ms INTEGER NOT NULL DEFAULT 0,"
     "  created_ms INTEGER NOT NULL, created_by TEXT,"
-    "  fired INTEGER NOT NULL DEFAULT 0, last_run TEXT);"
+    "  fired INTEGER NOT NULL DEFAULT 0, last_run TEXT, origin TEXT);"
     "CREATE INDEX IF NOT EXISTS schedules_due ON schedules(due_ms);";
 
 /* ?1 the caller's conversation (NULL: none), ?2 its run id. */
@@ -66,19 +66,26 @@ exec_sql(sqlite3 *db, const char *sql)
 	return -1;
 }
 
-/* A table made before schedules were scoped has no last_run column; without
- * it no run without a conversation could see the entry that fired it. */
+/* Columns a table made by an earlier version lacks: last_run (without it
+ * no run without a conversation could see the entry that fired it) and
+ * origin (where the answers go). */
 static int
-add_last_run(sqlite3 *db)
+add_column(sqlite3 *db, const char *name)
 {
 	sqlite3_stmt *st;
+	char *sql = xasprintf("SELECT %s FROM schedules LIMIT 0", name);
+	int rc;
 
-	if (sqlite3_prepare_v2(db, "SELECT last_run FROM schedules LIMIT 0",
-	    -1, &st, NULL) == SQLITE_OK) {
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
 		sqlite3_finalize(st);
+		free(sql);
 		return 0;
 	}
-	return exec_sql(db, "ALTER TABLE schedules ADD COLUMN last_run TEXT");
+	free(sql);
+	sql = xasprintf("ALTER TABLE schedules ADD COLUMN %s TEXT", name);
+	rc = exec_sql(db, sql);
+	free(sql);
+	return rc;
 }
 
 /* Created on first use, from here: agents without schedules never get the
@@ -94,7 +101,7 @@ sched_db(void)
 		log_warnx("schedules: %s", sqlite3_errmsg(db));
 		return NULL;
 	}
-	if (add_last_run(db) == -1)
+	if (add_column(db, "last_run") == -1 || add_column(db, "origin") == -1)
 		return NULL;
 	return db;
 }
@@ -161,6 +168,7 @@ struct entry {
 	char	 id[SCHED_ID_LEN];
 	char	*prompt;
 	char	*conv;
+	char	*origin;	/* JSON text, or NULL */
 	int64_t	 due;
 	int64_t	 every;
 };
@@ -172,14 +180,15 @@ take_due(sqlite3 *db, int64_t now, struct entry *e)
 	sqlite3_stmt *st;
 	int rc;
 
-	if (sqlite3_prepare_v2(db, "SELECT id, prompt, conv, due_ms, every_ms "
-	    "FROM schedules WHERE due_ms <= ?1 ORDER BY due_ms, id LIMIT 1",
+	if (sqlite3_prepare_v2(db, "SELECT id, prompt, conv, due_ms, every_ms, "
+	    "origin FROM schedules WHERE due_ms <= ?1 ORDER BY due_ms, id LIMIT 1",
 	    -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	sqlite3_bind_int64(st, 1, now);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		const char *conv = (const char *)sqlite3_column_text(st, 2);
+		const char *origin = (const char *)sqlite3_column_text(st, 5);
 
 		snprintf(e->id, sizeof(e->id), "%s",
 		    (const char *)sqlite3_column_text(st, 0));
@@ -187,6 +196,7 @@ take_due(sqlite3 *db, int64_t now, struct entry *e)
 		e->conv = conv != NULL ? xstrdup(conv) : NULL;
 		e->due = sqlite3_column_int64(st, 3);
 		e->every = sqlite3_column_int64(st, 4);
+		e->origin = origin != NULL ? xstrdup(origin) : NULL;
 	}
 	sqlite3_finalize(st);
 	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
@@ -234,6 +244,22 @@ note_run(sqlite3 *db, const struct entry *e, const char *rid)
 	sqlite3_finalize(st);
 }
 
+/* {"schedule": ID, "origin": ORIGIN}: the run's meta, which takes its
+ * answer where the schedule was made (triggers/schedule.c). */
+static char *
+fire_meta(const struct entry *e)
+{
+	cJSON *m = cJSON_CreateObject(), *o;
+	char *s;
+
+	cJSON_AddStringToObject(m, "schedule", e->id);
+	if (e->origin != NULL && (o = cJSON_Parse(e->origin)) != NULL)
+		cJSON_AddItemToObject(m, "origin", o);
+	s = cJSON_PrintUnformatted(m);
+	cJSON_Delete(m);
+	return s != NULL ? s : xstrdup("{}");
+}
+
 /*
  * Fire one entry: its change and the journal record commit together. 0 when
  * the run was accepted; otherwise -1 with errno from run_submit (EAGAIN: try
@@ -255,7 +281,7 @@ fire_one(sqlite3 *db, const struct entry *e, int64_t now)
 		err = EIO;
 		goto undo;
 	}
-	meta = xasprintf("{\"schedule\":\"%s\"}", e->id);
+	meta = fire_meta(e);
 	memset(&req, 0, sizeof(req));
 	req.trigger = SCHED_TRIGGER;
 	req.prompt = e->prompt;
@@ -293,6 +319,7 @@ entry_free(struct entry *e)
 {
 	free(e->prompt);
 	free(e->conv);
+	free(e->origin);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -426,6 +453,33 @@ check_room(sqlite3 *db, const struct sched_scope *scope, char *err,
 	return 0;
 }
 
+/* Where the answers of a schedule's runs go: the trigger and meta of the run
+ * that made it, {"trigger": T, "meta": M}; a schedule made by a scheduled
+ * run inherits that run's origin. NULL: nowhere (the log). */
+static char *
+origin_of(const struct sched_scope *scope)
+{
+	cJSON *m, *o = NULL;
+	char *s = NULL;
+
+	if (scope->trigger == NULL || scope->meta == NULL)
+		return NULL;
+	if (strcmp(scope->trigger, SCHED_TRIGGER) == 0) {
+		if ((m = cJSON_Parse(scope->meta)) == NULL)
+			return NULL;
+		o = cJSON_DetachItemFromObjectCaseSensitive(m, "origin");
+		cJSON_Delete(m);
+	} else {
+		o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "trigger", scope->trigger);
+		cJSON_AddStringToObject(o, "meta", scope->meta);
+	}
+	if (cJSON_IsObject(o))
+		s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return s;
+}
+
 int
 sched_add(const struct sched_scope *scope, const char *prompt,
     int64_t due_ms, int64_t every_ms, char *id, size_t idlen, char *err,
@@ -433,7 +487,7 @@ sched_add(const struct sched_scope *scope, const char *prompt,
 {
 	sqlite3 *db = sched_db();
 	sqlite3_stmt *st;
-	char sid[SCHED_ID_LEN];
+	char sid[SCHED_ID_LEN], *origin;
 	int rc;
 
 	if (db == NULL) {
@@ -443,8 +497,8 @@ sched_add(const struct sched_scope *scope, const char *prompt,
 	if (check_room(db, scope, err, errlen) == -1)
 		return -1;
 	if (sqlite3_prepare_v2(db, "INSERT INTO schedules(id, prompt, conv, "
-	    "due_ms, every_ms, created_ms, created_by) VALUES (?1, ?2, ?3, ?4, "
-	    "?5, ?6, ?7)", -1, &st, NULL) != SQLITE_OK) {
+	    "due_ms, every_ms, created_ms, created_by, origin) VALUES (?1, ?2, "
+	    "?3, ?4, ?5, ?6, ?7, ?8)", -1, &st, NULL) != SQLITE_OK) {
 		snprintf(err, errlen, "schedules cannot be stored right now");
 		return -1;
 	}
@@ -458,8 +512,11 @@ sched_add(const struct sched_scope *scope, const char *prompt,
 	sqlite3_bind_int64(st, 6, now_ms());
 	if (scope->run != NULL)
 		sqlite3_bind_text(st, 7, scope->run, -1, SQLITE_TRANSIENT);
+	if ((origin = origin_of(scope)) != NULL)
+		sqlite3_bind_text(st, 8, origin, -1, SQLITE_TRANSIENT);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
+	free(origin);
 	if (rc != SQLITE_DONE) {
 		log_warnx("schedules: %s", sqlite3_errmsg(db));
 		snprintf(err, errlen, "schedules cannot be stored right now");

@@ -42,6 +42,10 @@ void sched_stop(void);
 struct sched_scope {
 	const char	*conv;		/* the run's conversation, or NULL */
 	const char	*run;		/* the run's id */
+	/* The run's trigger and meta: sched_add keeps them so that the
+	 * schedule's answers go back where it was made. May be NULL. */
+	const char	*trigger;
+	const char	*meta;
 };
 
 /* Add a schedule in the scope: first due at due_ms (Unix ms), then every

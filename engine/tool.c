@@ -259,8 +259,8 @@ deny(struct tool_call *tc, const char *reason)
 
 struct tool_call *
 tool_invoke(const struct cfg *cfg, const char *run_id, const char *trigger,
-    const char *conversation, const char *use_id, const char *name,
-    cJSON *input,
+    const char *conversation, const char *meta, const char *use_id,
+    const char *name, cJSON *input,
     void (*done)(struct tool_call *, const char *, size_t, int), void *owner)
 {
 	struct tool_call *tc = xcalloc(1, sizeof(*tc));
@@ -272,6 +272,7 @@ tool_invoke(const struct cfg *cfg, const char *run_id, const char *trigger,
 	tc->use_id = use_id;
 	tc->trigger = trigger;
 	tc->conversation = conversation;
+	tc->meta = meta;
 	tc->input = input;
 	tc->on_done = done;
 	tc->owner = owner;

@@ -40,6 +40,7 @@ struct tool_call {
 	const char		*use_id;	/* the model's tool_use id */
 	const char		*conversation;	/* the run's, or NULL */
 	const char		*trigger;	/* what started the run */
+	const char		*meta;		/* its trigger's meta, or NULL */
 	cJSON			*input;		/* borrowed until tool_done */
 	struct perm_result	 perm;		/* the authorized target */
 	long			 timeout_ms;
@@ -89,7 +90,8 @@ const struct tool_def *tool_find(const struct cfg *, const char *name);
 
 /* Run one call: find, authorize, audit, invoke. done gets the final output. */
 struct tool_call *tool_invoke(const struct cfg *, const char *run_id,
-    const char *trigger, const char *conversation, const char *use_id,
+    const char *trigger, const char *conversation, const char *meta,
+    const char *use_id,
     const char *name, cJSON *input,
     void (*done)(struct tool_call *, const char *, size_t, int), void *owner);
 void tool_call_free(struct tool_call *);

@@ -57,6 +57,8 @@ call_scope(const struct tool_call *tc, struct sched_scope *scope)
 {
 	scope->conv = tc->conversation;
 	scope->run = tc->run_id;
+	scope->trigger = tc->trigger;
+	scope->meta = tc->meta;
 }
 
 /* When the first run is due: from at, in or (alone) every. -1 after failing

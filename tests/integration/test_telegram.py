@@ -564,6 +564,39 @@ def test_reset_during_a_run_is_not_undone_by_its_answer():
         tg.stop()
 
 
+def test_schedule_made_in_a_chat_answers_in_that_chat():
+    """A schedule the agent makes while answering a chat fires later as a
+    run of its own; its answer goes back to that chat (and no other), and
+    leaves the outbox once sent."""
+    tg = Telegram()
+    model = agent = None
+    chat = 4242
+    try:
+        model, agent = start(tg, {"default": [
+            reply(tool_calls=[("schedule", {"prompt": "time to stretch",
+                                            "in": "1s"})]),
+            reply("I will remind you.", stop="end_turn"),
+            reply("Stretch now!", stop="end_turn")]},
+            extra="schedules: true\n")
+        tg.push(chat, "remind me to stretch in a second")
+        got = wait_sent(tg, 2, chat_id=chat)
+        assert [g["params"]["text"] for g in got] == \
+            ["I will remind you.", "Stretch now!"], got
+        agent.wait_runs(2)
+        starts = [a["trigger"] for a in agent.audit()
+                  if a["event"] == "run_start"]
+        assert starts == ["telegram", "schedule"], starts
+        assert [m for m in tg.all_sent()
+                if m["params"].get("chat_id") not in (chat, str(chat))] == []
+        wait_until(lambda: outbox_rows(agent) == [], 10, "an empty outbox")
+    finally:
+        if agent:
+            agent.cleanup()
+        if model:
+            model.stop()
+        tg.stop()
+
+
 def test_command_for_another_bot_is_ignored():
     """In a group every bot sees "/cmd@OtherBot". Built-ins, config commands
     and unknown ones addressed to another bot, or to names that only look
