@@ -221,7 +221,7 @@ static void
 t_fired_run(void)
 {
 	char rep[SCHED_ID_LEN], other[SCHED_ID_LEN];
-	struct sched_scope maker = { NULL, "r-maker" };
+	struct sched_scope maker = { .conv = NULL, .run = "r-maker" };
 	char err[256];
 
 	tt_int_op(setup(), ==, 0);
