@@ -239,13 +239,33 @@ chatq_meta_target(const char *meta, const char *chat_key, chatq_id_fn id,
 }
 
 void
-chatq_answer_parts(const struct run_outcome *o, chatq_split_fn split,
-    size_t max, size_t max_parts, struct strlist *parts)
+chatq_deliver(struct chatq_table *t, const struct run_outcome *o,
+    const struct chatq_reply *r)
 {
+	char chat[CHATQ_ID_MAX], msg[CHATQ_ID_MAX];
+	struct strlist parts = { 0 };
+	struct chatq *q;
+
+	/* The meta is attached at submit; one that is not ours (a journal
+	 * written by another version, say) has nowhere to go. */
+	if (chatq_meta_target(o->meta, r->chat_key, r->id, chat, msg) == -1) {
+		log_warnx("%s: run %s has nowhere to answer", r->name,
+		    o->run_id);
+		run_delivered(o->run_id);
+		return;
+	}
+	q = chatq_find(t, chat, 1);
+	chatq_run_end(q);
 	if (strcmp(o->status, "ok") == 0)
-		split(o->reply != NULL ? o->reply : "", max, max_parts, parts);
+		r->split(o->reply != NULL ? o->reply : "", r->max, r->max_parts,
+		    &parts);
 	else
-		strlist_add(parts, trig_error_note(o->status));
-	if (parts->n == 0)
-		strlist_add(parts, "(The agent finished without a reply.)");
+		strlist_add(&parts, trig_error_note(o->status));
+	if (parts.n == 0)
+		strlist_add(&parts, "(The agent finished without a reply.)");
+	for (size_t i = 0; i < parts.n; i++)
+		r->send(q, parts.v[i], i == 0 ? msg : NULL,
+		    i + 1 == parts.n ? o->run_id : NULL);
+	strlist_free(&parts);
+	chatq_gc(q);
 }

@@ -100,12 +100,25 @@ typedef int (*chatq_id_fn)(const char *in, char *out, size_t outlen);
 int chatq_meta_target(const char *meta, const char *chat_key, chatq_id_fn id,
     char chat[CHATQ_ID_MAX], char msg[CHATQ_ID_MAX]);
 
-/* Cut text into at most max_parts messages of at most max each. */
-typedef void (*chatq_split_fn)(const char *text, size_t max,
-    size_t max_parts, struct strlist *out);
-/* The messages that answer run o: its reply cut by split, or the note on
- * how it failed; never none. */
-void chatq_answer_parts(const struct run_outcome *o, chatq_split_fn split,
-    size_t max, size_t max_parts, struct strlist *parts);
+/* How a chat trigger answers a run; static, the trigger's. */
+struct chatq_reply {
+	const char	*name;		/* the trigger, for the log */
+	const char	*chat_key;	/* the meta's chat field */
+	chatq_id_fn	 id;
+	/* Cut text into at most max_parts messages of at most max each. */
+	void		(*split)(const char *text, size_t max,
+			    size_t max_parts, struct strlist *out);
+	size_t		 max;
+	size_t		 max_parts;
+	/* Queue one message (chatq_push with the trigger's body). */
+	void		(*send)(struct chatq *, const char *text,
+			    const char *reply_to, const char *run_id);
+};
+/* Run o of the trigger ended: its reply, cut in parts (or the note on how
+ * it failed), goes to the chat its meta names, the first part quoting the
+ * message; the last takes the answer out of the outbox once it is sent. A
+ * meta that is not the trigger's has nowhere to go: logged and settled. */
+void chatq_deliver(struct chatq_table *, const struct run_outcome *o,
+    const struct chatq_reply *);
 
 #endif

@@ -1450,32 +1450,21 @@ on_message(const struct dc_message *m)
 	chatq_run_begin(c);
 }
 
+static const struct chatq_reply dc_reply = {
+	.name = "discord",
+	.chat_key = "channel_id",
+	.id = dc_id_copy,
+	.split = dc_split,
+	.max = DC_TEXT_MAX_CHARS,
+	.max_parts = DC_MAX_PARTS,
+	.send = send_text,
+};
+
 static void
 dc_deliver(const struct run_outcome *o)
 {
-	char chan[DC_ID_MAX], msg[DC_ID_MAX];
-	struct strlist parts = { 0 };
-	struct chatq *c;
-
-	/* The meta is attached at submit; one that is not ours (a journal
-	 * written by another version, say) has nowhere to go. */
-	if (dc.cfg == NULL || chatq_meta_target(o->meta, "channel_id",
-	    dc_id_copy, chan, msg) == -1) {
-		log_warnx("discord: run %s has no channel to answer", o->run_id);
-		run_delivered(o->run_id);
-		return;
-	}
-	c = chatq_find(&dc.chans, chan, 1);
-	chatq_run_end(c);
-	chatq_answer_parts(o, dc_split, DC_TEXT_MAX_CHARS, DC_MAX_PARTS,
-	    &parts);
-	/* Only the first part quotes the message; the rest follow it. The
-	 * last takes the answer out of the outbox once it is sent. */
-	for (size_t i = 0; i < parts.n; i++)
-		send_text(c, parts.v[i], i == 0 ? msg : NULL,
-		    i + 1 == parts.n ? o->run_id : NULL);
-	strlist_free(&parts);
-	chatq_gc(c);
+	if (dc.cfg != NULL)
+		chatq_deliver(&dc.chans, o, &dc_reply);
 }
 
 /* ==== the trigger ==== */

@@ -793,32 +793,21 @@ static const struct chatq_def tg_chatq = {
 	.typing_done = typing_done,
 };
 
+static const struct chatq_reply tg_reply = {
+	.name = "telegram",
+	.chat_key = "chat_id",
+	.id = tg_id_canon,
+	.split = tg_split,
+	.max = TG_TEXT_MAX_UNITS,
+	.max_parts = TG_MAX_PARTS,
+	.send = send_text,
+};
+
 static void
 tg_deliver(const struct run_outcome *o)
 {
-	char chat[TG_ID_MAX], msg[TG_ID_MAX];
-	struct strlist parts = { 0 };
-	struct chatq *c;
-
-	/* The meta is attached at submit; one that is not ours (a journal
-	 * written by another version, say) has nowhere to go. */
-	if (tg.cfg == NULL || chatq_meta_target(o->meta, "chat_id",
-	    tg_id_canon, chat, msg) == -1) {
-		log_warnx("telegram: run %s has no chat to answer", o->run_id);
-		run_delivered(o->run_id);
-		return;
-	}
-	c = chatq_find(&tg.chats, chat, 1);
-	chatq_run_end(c);
-	chatq_answer_parts(o, tg_split, TG_TEXT_MAX_UNITS, TG_MAX_PARTS,
-	    &parts);
-	/* Only the first part quotes the message; the rest follow it. The
-	 * last takes the answer out of the outbox once it is sent. */
-	for (size_t i = 0; i < parts.n; i++)
-		send_text(c, parts.v[i], i == 0 ? msg : NULL,
-		    i + 1 == parts.n ? o->run_id : NULL);
-	strlist_free(&parts);
-	chatq_gc(c);
+	if (tg.cfg != NULL)
+		chatq_deliver(&tg.chats, o, &tg_reply);
 }
 
 /*
