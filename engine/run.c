@@ -164,6 +164,7 @@ redeliver(const struct unsent *u)
 	o.meta = u->v[3];
 	o.status = u->v[4];
 	o.reply = ok && u->v[5] != NULL ? u->v[5] : "";
+	o.again = 1;
 	log_info("run %s: its answer was never sent; sending it again",
 	    o.run_id);
 	t->deliver(&o);

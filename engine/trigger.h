@@ -24,6 +24,9 @@ struct run_outcome {
 	long		 in_tokens;
 	long		 out_tokens;
 	double		 cost_usd;
+	/* Handed over from the outbox after a restart: the run was not one
+	 * of this process (a chat shows no typing for it). */
+	int		 again;
 };
 
 struct trigger_def {

@@ -255,7 +255,10 @@ chatq_deliver(struct chatq_table *t, const struct run_outcome *o,
 		return;
 	}
 	q = chatq_find(t, chat, 1);
-	chatq_run_end(q);
+	/* Typing was shown for the trigger's own runs of this process only
+	 * (not for a schedule's answer, nor one from the outbox). */
+	if (!o->again && strcmp(o->trigger, r->name) == 0)
+		chatq_run_end(q);
 	if (strcmp(o->status, "ok") == 0)
 		r->split(o->reply != NULL ? o->reply : "", r->max, r->max_parts,
 		    &parts);

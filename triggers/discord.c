@@ -1451,7 +1451,7 @@ on_message(const struct dc_message *m)
 }
 
 static const struct chatq_reply dc_reply = {
-	.name = "discord",
+	.name = DC_NAME,
 	.chat_key = "channel_id",
 	.id = dc_id_copy,
 	.split = dc_split,

@@ -794,7 +794,7 @@ static const struct chatq_def tg_chatq = {
 };
 
 static const struct chatq_reply tg_reply = {
-	.name = "telegram",
+	.name = TG_NAME,
 	.chat_key = "chat_id",
 	.id = tg_id_canon,
 	.split = tg_split,
