@@ -202,8 +202,8 @@ exec_sql(const char *sql)
 	return 0;
 }
 
-/* Remember an accepted delivery and its body's digest, and forget the
- * oldest beyond the bound. */
+/* Remember a delivery (accepted as run, or ignored: run NULL) and its
+ * body's digest, and forget the oldest beyond the bound. */
 static int
 remember(const struct delivery *d, const char *run)
 {
@@ -468,6 +468,12 @@ handle(struct evhttp_request *req, const unsigned char *body, size_t len,
 		reply_duplicate(req, &d, how, prev);
 	else if (filtered_out(&d, why, sizeof(why))) {
 		log_info("github: delivery %s ignored: %s", d.id, why);
+		/* Kept like an accepted one: the event name is a header the
+		 * signature does not cover, and this body must not come back
+		 * under a name the filters let through. */
+		if (remember(&d, NULL) == -1)
+			log_warnx("github: the ignored delivery %s could not be "
+			    "remembered: %s", d.id, sqlite3_errmsg(state_db()));
 		audit_ignored(&d, why);
 		reply_status(req, 202, "Accepted", "ignored", &d, why);
 	} else

@@ -231,6 +231,24 @@ def pr(action, repo):
             "repository": {"full_name": repo}}
 
 
+def test_github_ignored_body_replayed_under_another_event_is_a_duplicate():
+    """The signature covers the body, not X-GitHub-Event. A delivery the
+    filters ignored (a closed pull request), sent again under an event name
+    they let through (issues, any action), is the same signed body: a
+    duplicate, and nothing runs."""
+    with ModelServer({"default": [reply(text="ran")]}) as model:
+        with github_agent(model) as agent:
+            agent.start(wait_for=("status", "github"))
+            body = pr("closed", "acme/widget")
+            st, _, out = gh_post(agent, "pull_request", body, "d-closed")
+            assert st == 202 and out["status"] == "ignored", (st, out)
+            st, _, out = gh_post(agent, "issues", body, "d-forged")
+            assert st == 200 and out["status"] == "duplicate", (st, out)
+            assert "d-closed" in out.get("reason", ""), out
+            time.sleep(0.5)
+            assert runs_ended(agent) == [] and model.requests() == []
+
+
 def test_github_deliveries():
     with ModelServer({"default": [reply(text="reviewed")]}) as model:
         with github_agent(model) as agent:
