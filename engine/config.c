@@ -1175,12 +1175,21 @@ badkey:
 static int apply_map(struct ld *, const struct node *, const struct key *,
     void *, const char *);
 
+/* The names of tools.mcp and commands entries. An MCP server's tools are
+ * SERVER__TOOL: with no "__" in a server name and no "_" at its end, the
+ * first "__" of a tool name is where the server's name ends, so no two
+ * servers can make the same tool name (a_ + _x and a + __x would). Kept in
+ * step with ENTRY_NAME_PATTERN, the schema's form of the same rule. */
+#define ENTRY_NAME_PATTERN	"^(?!.*__)(?!.*_$)[A-Za-z0-9_-]{1,32}$"
+
 static int
 check_entry_name(struct ld *ld, const struct node *key, const char *path)
 {
 	const char *s = key->value;
+	size_t len = strlen(s);
 
-	if (*s == '\0' || strstr(s, "__") != NULL || strlen(s) > 32)
+	if (len == 0 || strstr(s, "__") != NULL || len > 32 ||
+	    s[len - 1] == '_')
 		goto bad;
 	for (; *s; s++)
 		if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-')
@@ -1188,7 +1197,7 @@ check_entry_name(struct ld *ld, const struct node *key, const char *path)
 	return 0;
 bad:
 	ld_error(ld, key, "%s: \"%s\" must be letters, digits, - and _ (no "
-	    "\"__\", at most 32)", path, key->value);
+	    "\"__\", no \"_\" at the end, at most 32)", path, key->value);
 	return -1;
 }
 
@@ -1995,6 +2004,7 @@ schema_type(struct buf *b, const struct key *k, int depth)
 		break;
 	case K_NAMEDMAP:
 		buf_adds(b, "\"type\":[\"object\",\"null\"],"
+		    "\"propertyNames\":{\"pattern\":\"" ENTRY_NAME_PATTERN "\"},"
 		    "\"additionalProperties\":{\"type\":\"object\",");
 		schema_keys(b, k->sub, depth + 1);
 		buf_addc(b, '}');

@@ -128,6 +128,11 @@ def test_schema_refuses_what_af_refuses():
         "bad-name": base.replace("bad-agent", "Bad_Agent"),
         "no-model": "name: x\n",
         "bad-duration": base + "limits:\n  run_timeout: soon\n",
+        # a_ + _x and a + __x would both be the tool a___x.
+        "mcp-name-underscore-end": base + "tools:\n  mcp:\n    a_:\n"
+        "      url: https://mcp.example.com/\n",
+        "mcp-name-double-underscore": base + "tools:\n  mcp:\n    a__b:\n"
+        "      url: https://mcp.example.com/\n",
     }
     try:
         schema = schema_file(tmp)

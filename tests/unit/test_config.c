@@ -96,6 +96,8 @@ static const struct row rows[] = {
 	{ "triggers:\n  imap:\n    host: h\n    username: u\n    password: p\n    smtp: {host: s, port: 0}\n", "must be between 1 and 65535" },
 	{ "tools:\n  mcp:\n    fs:\n      command: [node, s.js]\n      url: https://x/mcp\n", "needs exactly one of command (stdio) or url (HTTP)" },
 	{ "tools:\n  mcp:\n    a__b:\n      url: https://x/mcp\n", "no \"__\"" },
+	{ "tools:\n  mcp:\n    a_:\n      url: https://x/mcp\n", "no \"_\" at the end" },
+	{ "tools:\n  mcp:\n    _a:\n      url: https://x/mcp\n", NULL },
 	{ "tools:\n  mcp:\n    gh:\n      url: http://mcp.example.com/mcp\n", "must use https" },
 	{ "tools:\n  mcp:\n    gh:\n      url: https://mcp.example.com/mcp\n      readonly: yes\n", "readonly must be true or false" },
 	{ "tools:\n  mcp:\n    gh:\n      url: https://mcp.example.com/mcp\n      include: [a, b]\n      readonly: true\n", NULL },

@@ -485,7 +485,9 @@ tools_of(const cJSON *st, const char *server)
 /*
  * Servers a (tool _x) and a_ (tool x) both offer a___x: the engine finds
  * tools by name, so only the first may have it, and the second is told
- * about. A server whose name the model APIs refuse offers nothing.
+ * about. (The config loader refuses the name a_ for this reason; the
+ * config here is built by hand to test the check behind it.) A server
+ * whose name the model APIs refuse offers nothing.
  */
 static void
 test_install_names(void)
