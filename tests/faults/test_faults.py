@@ -130,6 +130,21 @@ def test_disk_full_refuses_actions_and_keeps_running():
             # The echo of the second run never ran without its record.
             runs = [a for a in agent.audit() if a.get("tool") == "run_bash"]
             assert len(runs) <= 2
+            # Whatever of the second run reached the model: every tool
+            # result it got is the fail-closed refusal, never echo's output.
+            for r in model.requests():
+                msgs = (r.get("body") or {}).get("messages", [])
+                if not msgs or "after the disk filled" not in \
+                        json.dumps(msgs[0]):
+                    continue
+                for m in msgs:
+                    content = m.get("content")
+                    for b in content if isinstance(content, list) else []:
+                        if b.get("type") != "tool_result":
+                            continue
+                        assert b.get("is_error"), b
+                        assert "audit trail cannot be written" in \
+                            json.dumps(b), b
             os.unlink(filler)
         finally:
             agent.stop()
