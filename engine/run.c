@@ -49,6 +49,9 @@ struct run {
 	long			 in_tokens;
 	long			 out_tokens;
 	double			 cost;		/* USD, from the models' pricing */
+	/* Tokens of the conversation as of the last reply (its input and
+	 * output): the least the next call reads. */
+	long			 context;
 	size_t			 model;		/* 0: primary, then the fallbacks */
 	int64_t			 started_ms;
 	struct model_call	*mc;
@@ -692,6 +695,7 @@ on_reply(struct model_reply *rep, void *arg)
 	r->out_tokens += rep->out_tokens;
 	r->cost += ((double)rep->in_tokens * m->price_in +
 	    (double)rep->out_tokens * m->price_out) / 1e6;
+	r->context = rep->in_tokens + rep->out_tokens;
 	stats.tokens_in += (uint64_t)rep->in_tokens;
 	stats.tokens_out += (uint64_t)rep->out_tokens;
 	if (!rep->ok) {
@@ -766,6 +770,15 @@ step(struct run *r)
 	}
 	if (run_cfg->limits.max_cost > 0 && r->cost >= run_cfg->limits.max_cost) {
 		run_end(r, "error_max_cost", "the run reached limits.max_cost");
+		return;
+	}
+	/* The next call reads at least the conversation so far: when that
+	 * alone would cross the limit, the call is not made. (Its output
+	 * cannot be known; the check after the reply covers it.) */
+	if (run_cfg->limits.max_cost > 0 && r->cost + (double)r->context *
+	    run_model(r)->price_in / 1e6 > run_cfg->limits.max_cost) {
+		run_end(r, "error_max_cost", "the next model call would go over "
+		    "limits.max_cost");
 		return;
 	}
 	r->steps++;

@@ -312,18 +312,26 @@ def test_fallback_model_takes_over_after_529s():
 
 
 def test_run_stopped_at_max_cost():
-    # 100,000 input tokens at 10 USD per million: 1 USD a step.
+    """100,000 input tokens at 10 USD per million: 1 USD a step, and the
+    next step reads at least those 100,000 tokens again. With 1.5 USD the
+    second call would surely cross the limit and is never made; with 2.5
+    the second fits (2 USD) and the third would not."""
     step = reply(tool_calls=[("current_time", {})],
                  usage={"input": 100000, "output": 0})
-    with ModelServer({"default": [step] * 6}) as model:
-        cfg = webhook_config("limits:\n  max_cost: 1.5\n").replace(
-            "  max_steps: 6\n",
-            "  max_steps: 6\n  pricing: {input: 10, output: 30}\n")
-        with Agent(cfg, model) as agent:
-            assert post(agent, "spend")[0] == 202
-            ends = agent.wait_runs(1)
-            assert ends[0]["status"] == "error_max_cost", ends
-            assert ends[0]["steps"] == 2, ends
-            assert abs(ends[0]["cost_usd"] - 2.0) < 1e-9, ends
-            runs = json.loads(agent.request("status", "GET", "/runs")[1])
-            assert runs["runs"][0]["status"] == "error_max_cost", runs
+    for limit, steps in ((1.5, 1), (2.5, 2)):
+        with ModelServer({"default": [step] * 6}) as model:
+            cfg = webhook_config(f"limits:\n  max_cost: {limit}\n").replace(
+                "  max_steps: 6\n",
+                "  max_steps: 6\n  pricing: {input: 10, output: 30}\n")
+            with Agent(cfg, model) as agent:
+                assert post(agent, "spend")[0] == 202
+                ends = agent.wait_runs(1)
+                assert ends[0]["status"] == "error_max_cost", ends
+                assert ends[0]["steps"] == steps, (limit, ends)
+                assert abs(ends[0]["cost_usd"] - steps) < 1e-9, ends
+                assert ends[0]["cost_usd"] <= limit, ends
+                assert len(model.requests()) == steps, model.requests()
+                assert "would go over" in ends[0]["error"], ends
+                runs = json.loads(agent.request("status", "GET",
+                                                "/runs")[1])
+                assert runs["runs"][0]["status"] == "error_max_cost", runs
