@@ -695,7 +695,8 @@ on_reply(struct model_reply *rep, void *arg)
 	r->out_tokens += rep->out_tokens;
 	r->cost += ((double)rep->in_tokens * m->price_in +
 	    (double)rep->out_tokens * m->price_out) / 1e6;
-	r->context = rep->in_tokens + rep->out_tokens;
+	if (rep->ok)
+		r->context = rep->in_tokens + rep->out_tokens;
 	stats.tokens_in += (uint64_t)rep->in_tokens;
 	stats.tokens_out += (uint64_t)rep->out_tokens;
 	if (!rep->ok) {
