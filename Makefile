@@ -37,7 +37,8 @@ BENCHSRCS = $(wildcard bench/*.c)
 BENCHBINS = $(BENCHSRCS:%.c=$(BUILD)/%)
 DEPS	 = $(LIBOBJS:.o=.d) $(BUILD)/engine/main.d
 
-.PHONY: all test unit integration bench fuzz fuzz-build clean soak deps demo
+.PHONY: all test unit integration bench fuzz fuzz-build clean soak deps demo \
+	valgrind
 
 all: af
 
@@ -133,3 +134,15 @@ $(FUZZDIR)/bin/%: fuzz/%.c $(FUZZDIR)/libaf.a
 	    $(LIBS)
 
 fuzz-build: $(FUZZBINS)
+
+# Valgrind over the fuzz corpora: each target linked with fuzz/replay.c
+# (a plain main) against the library as gcc builds it.
+VGBINS	 = $(FUZZSRCS:fuzz/%-fuzzer.c=$(BUILD)/fuzz/%-replay)
+
+$(BUILD)/fuzz/%-replay: fuzz/%-fuzzer.c fuzz/replay.c $(BUILD)/libaf.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) $(LDFLAGS_ALL) -o $@ $< fuzz/replay.c \
+	    $(BUILD)/libaf.a $(LIBS)
+
+valgrind: $(VGBINS)
+	AF_BUILD=$(BUILD) fuzz/valgrind.sh
