@@ -856,6 +856,15 @@ run_end(struct run *r, const char *status, const char *raw)
 	else
 		stats.runs_failed++;
 
+	/* The answer is in the outbox before anything says the run ended: a
+	 * crash after this point resends it (the run_end below lets
+	 * run_recover settle the event without running it again), and a
+	 * crash before it leaves the event to run again. Never lost; at worst
+	 * sent twice. */
+	t = trig_find(r->ev->trigger);
+	if (!r->interrupted && t != NULL && t->outbox)
+		state_outbox_add(r->ev->id, r->ev->trigger, r->ev->conv,
+		    r->ev->meta, status, ok ? text : NULL);
 	rec = audit_new(r->ev->id, "run_end");
 	cJSON_AddStringToObject(rec, "status", r->interrupted ? "interrupted" :
 	    status);
@@ -873,13 +882,7 @@ run_end(struct run *r, const char *status, const char *raw)
 	/* The run_end record comes first, the journal second: a crash in
 	 * between leaves the event pending, and run_recover finds its run_end
 	 * in the trail's tail and settles it instead of running it again. */
-	t = trig_find(r->ev->trigger);
 	if (!r->interrupted) {
-		/* The answer is in the outbox before the event is done: a
-		 * crash in between resends it, never loses it. */
-		if (t != NULL && t->outbox)
-			state_outbox_add(r->ev->id, r->ev->trigger, r->ev->conv,
-			    r->ev->meta, status, ok ? text : NULL);
 		state_journal_done(r->ev->id, status);
 		state_run_record(r->ev->id, r->ev->trigger, status, r->steps,
 		    r->in_tokens, r->out_tokens, r->cost, r->started_ms,
