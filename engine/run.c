@@ -148,12 +148,11 @@ unsent_add(const char *id, const char *trigger, const char *conv,
 static void
 redeliver(const struct unsent *u)
 {
-	const struct trigger_def *t = trig_find(u->v[1]);
+	const struct trigger_def *t = trig_answerer(u->v[1], run_cfg);
 	struct run_outcome o;
 	int ok;
 
-	if (t == NULL || !t->outbox || t->deliver == NULL ||
-	    !t->enabled(run_cfg)) {
+	if (t == NULL) {
 		log_warnx("run %s: its answer was never sent and trigger %s is "
 		    "off now; it is dropped", u->v[0], u->v[1]);
 		run_delivered(u->v[0]);

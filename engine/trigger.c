@@ -44,6 +44,17 @@ trig_find(const char *name)
 	return i == -1 ? NULL : trigger_defs[i];
 }
 
+const struct trigger_def *
+trig_answerer(const char *name, const struct cfg *cfg)
+{
+	const struct trigger_def *t = trig_find(name);
+
+	if (t == NULL || !t->outbox || t->deliver == NULL || cfg == NULL ||
+	    !t->enabled(cfg))
+		return NULL;
+	return t;
+}
+
 const char *
 trig_state_name(enum trig_state s)
 {

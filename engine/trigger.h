@@ -68,6 +68,10 @@ int trig_start_all(const struct cfg *, char *err, size_t errlen);
 void trig_stop_all(void);
 void trig_free_all(void);
 const struct trigger_def *trig_find(const char *name);
+/* The trigger named name when it can take an answer from the outbox now
+ * (it sends answers on and is enabled in cfg), else NULL. */
+const struct trigger_def *trig_answerer(const char *name,
+    const struct cfg *cfg);
 
 extern const struct trigger_def trigger_webhook;
 extern const struct trigger_def trigger_telegram;

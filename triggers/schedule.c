@@ -41,8 +41,7 @@ origin(const cJSON *meta, const char **origin_meta)
 
 	if (!cJSON_IsString(t) || !cJSON_IsString(m) ||
 	    strcmp(t->valuestring, SCHED_TRIGGER) == 0 ||
-	    (d = trig_find(t->valuestring)) == NULL || !d->outbox ||
-	    d->deliver == NULL || st_cfg == NULL || !d->enabled(st_cfg))
+	    (d = trig_answerer(t->valuestring, st_cfg)) == NULL)
 		return NULL;
 	*origin_meta = m->valuestring;
 	return d;
