@@ -1126,6 +1126,7 @@ run_jobs(struct sess *ss, char *err, size_t errlen)
 	struct imap_jobq q = TAILQ_HEAD_INITIALIZER(q), keep =
 	    TAILQ_HEAD_INITIALIZER(keep);
 	struct imap_job *j;
+	size_t finished = 0;
 	int rc = 0;
 
 	pthread_mutex_lock(&im.mu);
@@ -1148,8 +1149,11 @@ run_jobs(struct sess *ss, char *err, size_t errlen)
 		pthread_mutex_lock(&im.mu);
 		TAILQ_INSERT_TAIL(&im.finished, j, entry);
 		pthread_mutex_unlock(&im.mu);
-		loop_post(take_finished, NULL);
+		finished++;
 	}
+	/* One wake-up takes every job this pass finished. */
+	if (finished > 0)
+		loop_post(take_finished, NULL);
 	pthread_mutex_lock(&im.mu);
 	while ((j = TAILQ_LAST(&keep, imap_jobq)) != NULL) {
 		TAILQ_REMOVE(&keep, j, entry);
