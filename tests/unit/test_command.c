@@ -2,7 +2,6 @@
  * "@bot" suffix must name this bot), what each built-in answers, and how a
  * config command's prompt is made, with the arguments kept as data. /reset
  * runs against a real state database in /tmp. */
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,12 +207,6 @@ end:
 	cfg_free(cfg);
 }
 
-static int
-rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	return remove(p);
-}
-
 static void
 t_reset(void)
 {
@@ -274,7 +267,7 @@ end:
 	cJSON_Delete(hist);
 	if (opened)
 		state_close();
-	nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	tt_rmtree(dir);
 	buf_free(&out);
 	cfg_free(cfg);
 }

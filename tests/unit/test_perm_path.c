@@ -5,7 +5,6 @@
  * the reason, for an approval the resolved path. */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -183,19 +182,11 @@ expand(const char *s, size_t n, char *out, size_t outlen)
 	return o;
 }
 
-static int
-rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	return flag == FTW_DP ? rmdir(path) : unlink(path);
-}
-
 static void
 tmp_free(void)
 {
 	if (T[0] != '\0')
-		nftw(T, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		tt_rmtree(T);
 	T[0] = '\0';
 }
 

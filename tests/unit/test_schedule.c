@@ -2,7 +2,6 @@
  * each call with its run's conversation and id, against a real state
  * database in a fresh folder. One conversation must not see, remove or
  * crowd out another's entries, however it names them. */
-#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -35,12 +34,6 @@ on_done(struct tool_call *tc, const char *out, size_t len, int is_error)
 }
 
 static int
-rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	return remove(p);
-}
-
-static int
 setup(void)
 {
 	char err[256];
@@ -64,7 +57,7 @@ teardown(void)
 	cfg = NULL;
 	free(res.out);
 	memset(&res, 0, sizeof(res));
-	nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	tt_rmtree(dir);
 }
 
 /* One call of a schedule tool by run `run` of conversation `conv` (NULL:

@@ -2,7 +2,6 @@
  * memory set of a run without a conversation, written by the real remember
  * tool, goes when the run's event is done, and state_open removes what runs
  * that are no longer pending left behind. Nothing else may go with it. */
-#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -27,12 +26,6 @@ on_done(struct tool_call *tc, const char *out, size_t len, int is_error)
 }
 
 static int
-rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	return remove(p);
-}
-
-static int
 setup(void)
 {
 	char err[256];
@@ -54,7 +47,7 @@ teardown(void)
 	state_close();
 	cfg_free(cfg);
 	cfg = NULL;
-	nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	tt_rmtree(dir);
 }
 
 static int

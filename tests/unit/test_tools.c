@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -54,12 +53,6 @@ on_done(struct tool_call *tc, const char *out, size_t len, int is_error)
 	res.done++;
 	if (loop_base() != NULL)
 		event_base_loopexit(loop_base(), NULL);
-}
-
-static int
-rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	return remove(p);
 }
 
 static char *
@@ -137,7 +130,7 @@ teardown(void)
 	memset(&res, 0, sizeof(res));
 	cfg_free(cfg);
 	cfg = NULL;
-	nftw(T, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tt_rmtree(T);
 }
 
 /* Start a call the way tool_invoke does: the target checked by the

@@ -1,8 +1,25 @@
 #include "tt.h"
 
+#include <ftw.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 int tt_failed_now;
+
+static int
+rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st;
+	(void)flag;
+	(void)f;
+	return remove(path);
+}
+
+void
+tt_rmtree(const char *dir)
+{
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 int
 tt_main(int argc, char **argv, const struct tt_case *cases)

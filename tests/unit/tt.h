@@ -43,6 +43,9 @@ extern int tt_failed_now;
 		    tt_a_ ? tt_a_ : "(null)", tt_b_ ? tt_b_ : "(null)");	\
 } while (0)
 
+/* Remove a folder and everything under it, links not followed. */
+void tt_rmtree(const char *dir);
+
 /* Run every case of a NULL-terminated table; returns the exit status. Each
  * case's result is printed so a failure names itself. */
 int tt_main(int argc, char **argv, const struct tt_case *cases);
